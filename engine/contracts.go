@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/storage"
+)
+
+// Source is what the engine needs from an input. Implementations live in
+// source/… and never import this package: every type here is a plain Go,
+// JSON or Arrow type.
+//
+// Offsets are the source's own JSON (for example {"0":42,"1":17} for Kafka
+// partitions). They are stored verbatim in the write-ahead log, so a source
+// must encode them deterministically: the same position always gives the
+// same bytes, which is how the engine tells "no new data" (end == start).
+type Source interface {
+	// Schema is the Arrow schema of every record the source emits.
+	Schema() *arrow.Schema
+	// InitialOffset is where the query's first batch starts (the
+	// starting-offsets option). Called once, when planning batch 0; the
+	// answer is recorded in offsets/0, so a restart never asks again.
+	InitialOffset(ctx context.Context) (json.RawMessage, error)
+	// LatestOffset returns the end of the next batch that starts at start:
+	// the newest available position, capped by the source's per-trigger
+	// limit (and, after PrepareAvailableNow, by the position available
+	// then). It returns start itself when nothing new is available.
+	LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error)
+	// Read emits the records in [start, end) in a deterministic order: a
+	// second Read of the same range emits the same rows in the same order.
+	// emit's record is released by the engine after emit returns; a record
+	// the engine keeps is retained by the engine.
+	Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error
+}
+
+// SourceCheckpointer is implemented by a source that keeps its own log in
+// the checkpoint (the files source remembers which files each batch took).
+// The engine calls it once, before planning, with the store under
+// <checkpoint>/sources/<i>/.
+type SourceCheckpointer interface {
+	OpenCheckpoint(ctx context.Context, dir storage.Store) error
+}
+
+// SourceCommitter is implemented by a source that acts after a batch commits
+// (archive or delete files taken, for example). It is called after
+// commits/N is durable, with batch N's end offset; it must be idempotent,
+// since a crash can make it run again.
+type SourceCommitter interface {
+	Commit(ctx context.Context, end json.RawMessage) error
+}
+
+// AvailableNowSource is implemented by a source that supports the
+// AvailableNow trigger: after PrepareAvailableNow, LatestOffset never goes
+// beyond what was available at that call.
+type AvailableNowSource interface {
+	PrepareAvailableNow(ctx context.Context) error
+}
+
+// Describer gives a short human description ("kafka[payments]",
+// "files[/landing/*.json]") for progress and logs. It must not contain
+// credentials.
+type Describer interface {
+	Description() string
+}
+
+// Sink is what the engine needs from an output: add batch batchID, exactly
+// once in effect. AddBatch may be called again with the same batchID and the
+// same rows after a crash or a failed attempt; the sink makes the repeat
+// harmless (it is idempotent in batchID). The engine never calls AddBatch(N)
+// before offsets/N is durable, and calls batches in increasing order.
+//
+// records share schema; there may be none. The sink must not keep them past
+// the call without retaining them.
+type Sink interface {
+	AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error
+}
+
+// SinkStarter is implemented by a sink that prepares before the first batch
+// (a transactional producer fencing zombies, a table check). queryID is the
+// checkpoint's stable query id.
+type SinkStarter interface {
+	Start(ctx context.Context, queryID string) error
+}
+
+// Delivery guarantees a sink reports through GuaranteeReporter.
+const (
+	ExactlyOnce = "exactly-once"
+	AtLeastOnce = "at-least-once"
+)
+
+// GuaranteeReporter is implemented by a sink that tells which delivery
+// guarantee it runs under (ExactlyOnce or AtLeastOnce). A sink that does not
+// implement it is taken to be exactly-once (idempotent in the batch id).
+type GuaranteeReporter interface {
+	Guarantee() string
+}

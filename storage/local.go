@@ -1,0 +1,261 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+const tmpSuffix = ".tmp"
+
+// LocalOptions configures a local store. The zero value works.
+type LocalOptions struct {
+	// FS is the file system the store uses; nil means the operating
+	// system's. Tests pass a fault-injecting FS here.
+	FS FS
+	// NoSync skips fsync calls. Only for benchmarks that measure
+	// everything but the disk; never for a query.
+	NoSync bool
+}
+
+// Local is a Store on a local directory. Writes go to a temporary file in the
+// target directory, are fsynced, then linked (put-if-absent) or renamed
+// (overwrite) into place, and the directory is fsynced, so a crash leaves the
+// old object or the new one and, at worst, a temporary file that the next
+// Open deletes.
+type Local struct {
+	root string
+	fs   FS
+	sync bool
+	seq  atomic.Uint64
+}
+
+// OpenLocal opens (creating if needed) a store rooted at dir and deletes
+// temporary files a crash left behind.
+func OpenLocal(dir string, o LocalOptions) (*Local, error) {
+	if o.FS == nil {
+		o.FS = OSFS{}
+	}
+	dir = filepath.Clean(dir)
+	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("storage: create %s: %w", dir, err)
+	}
+	l := &Local{root: dir, fs: o.FS, sync: !o.NoSync}
+	if err := l.removeTemps(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Root returns the directory the store lives in.
+func (l *Local) Root() string { return l.root }
+
+// URL implements Store.
+func (l *Local) URL() string { return "file://" + filepath.ToSlash(l.root) }
+
+// Close implements Store.
+func (l *Local) Close() error { return nil }
+
+func (l *Local) path(name string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.root, filepath.FromSlash(name)), nil
+}
+
+func (l *Local) removeTemps() error {
+	return l.fs.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, tmpSuffix) {
+			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("storage: remove leftover %s: %w", p, err)
+			}
+		}
+		return nil
+	})
+}
+
+// writeTemp writes data to a fresh temporary file beside final and syncs it.
+func (l *Local) writeTemp(final string, data []byte) (string, error) {
+	dir := filepath.Dir(final)
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("storage: create %s: %w", dir, err)
+	}
+	tmp := final + "." + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(l.seq.Add(1), 10) + tmpSuffix
+	f, err := l.fs.Create(tmp)
+	if err != nil {
+		return "", fmt.Errorf("storage: create %s: %w", tmp, err)
+	}
+	_, werr := f.Write(data)
+	if werr == nil && l.sync {
+		werr = f.Sync()
+	}
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = l.fs.Remove(tmp)
+		return "", fmt.Errorf("storage: write %s: %w", tmp, err)
+	}
+	return tmp, nil
+}
+
+func (l *Local) syncDir(dir string) error {
+	if !l.sync {
+		return nil
+	}
+	if err := l.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("storage: sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// PutIfAbsent implements Store with link(2), which fails if the target
+// exists, so concurrent writers (goroutines or processes) race safely.
+func (l *Local) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := l.path(name)
+	if err != nil {
+		return err
+	}
+	tmp, err := l.writeTemp(p, data)
+	if err != nil {
+		return err
+	}
+	lerr := l.fs.Link(tmp, p)
+	rerr := l.fs.Remove(tmp)
+	if lerr != nil {
+		if errors.Is(lerr, fs.ErrExist) {
+			return fmt.Errorf("put %s: %w", name, ErrExist)
+		}
+		return fmt.Errorf("storage: link %s: %w", p, lerr)
+	}
+	if rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return fmt.Errorf("storage: remove %s: %w", tmp, rerr)
+	}
+	return l.syncDir(filepath.Dir(p))
+}
+
+// Put implements Store with rename(2), which replaces atomically.
+func (l *Local) Put(ctx context.Context, name string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := l.path(name)
+	if err != nil {
+		return err
+	}
+	tmp, err := l.writeTemp(p, data)
+	if err != nil {
+		return err
+	}
+	if err := l.fs.Rename(tmp, p); err != nil {
+		_ = l.fs.Remove(tmp)
+		return fmt.Errorf("storage: rename %s: %w", p, err)
+	}
+	return l.syncDir(filepath.Dir(p))
+}
+
+// Get implements Store.
+func (l *Local) Get(ctx context.Context, name string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := l.path(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := l.fs.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("get %s: %w", name, ErrNotExist)
+		}
+		return nil, fmt.Errorf("storage: read %s: %w", p, err)
+	}
+	return b, nil
+}
+
+// List implements Store.
+func (l *Local) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Walk the deepest directory that the prefix fully names.
+	base := l.root
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		base = filepath.Join(l.root, filepath.FromSlash(prefix[:i]))
+	}
+	var out []ObjectInfo
+	err := l.fs.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || strings.HasSuffix(p, tmpSuffix) {
+			return nil
+		}
+		rel, err := filepath.Rel(l.root, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if !strings.HasPrefix(rel, prefix) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // deleted while listing
+			}
+			return err
+		}
+		out = append(out, ObjectInfo{Name: rel, Size: info.Size(), ModTime: info.ModTime().UnixNano()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: list %s: %w", prefix, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Delete implements Store.
+func (l *Local) Delete(ctx context.Context, names ...string) error {
+	var errs []error
+	dirs := map[string]bool{}
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p, err := l.path(n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("storage: delete %s: %w", p, err))
+			continue
+		}
+		dirs[filepath.Dir(p)] = true
+	}
+	for d := range dirs {
+		if err := l.syncDir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

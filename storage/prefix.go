@@ -1,0 +1,71 @@
+package storage
+
+import (
+	"context"
+	"strings"
+)
+
+// Sub returns a view of s in which every name is relative to prefix (a
+// folder such as "state/agg/3"). Closing the view does not close s.
+func Sub(s Store, prefix string) Store {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" {
+		return s
+	}
+	if p, ok := s.(*prefixed); ok {
+		return &prefixed{base: p.base, prefix: p.prefix + prefix + "/"}
+	}
+	return &prefixed{base: s, prefix: prefix + "/"}
+}
+
+type prefixed struct {
+	base   Store
+	prefix string
+}
+
+func (p *prefixed) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	return p.base.PutIfAbsent(ctx, p.prefix+name, data)
+}
+
+func (p *prefixed) Put(ctx context.Context, name string, data []byte) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	return p.base.Put(ctx, p.prefix+name, data)
+}
+
+func (p *prefixed) Get(ctx context.Context, name string) ([]byte, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return p.base.Get(ctx, p.prefix+name)
+}
+
+func (p *prefixed) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	infos, err := p.base.List(ctx, p.prefix+prefix)
+	if err != nil {
+		return nil, err
+	}
+	for i := range infos {
+		infos[i].Name = strings.TrimPrefix(infos[i].Name, p.prefix)
+	}
+	return infos, nil
+}
+
+func (p *prefixed) Delete(ctx context.Context, names ...string) error {
+	full := make([]string, len(names))
+	for i, n := range names {
+		if err := ValidateName(n); err != nil {
+			return err
+		}
+		full[i] = p.prefix + n
+	}
+	return p.base.Delete(ctx, full...)
+}
+
+func (p *prefixed) URL() string { return strings.TrimSuffix(p.base.URL(), "/") + "/" + strings.TrimSuffix(p.prefix, "/") }
+
+func (p *prefixed) Close() error { return nil }

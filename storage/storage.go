@@ -1,0 +1,120 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+)
+
+// Store is a flat namespace of immutable-by-convention objects addressed by
+// slash-separated relative names ("offsets/00000000000000000042").
+//
+// Every method is safe for concurrent use. Names never begin or end with a
+// slash, never contain "." or ".." elements, and never end in ".tmp" (that
+// suffix is reserved for the local backend's temporary files).
+type Store interface {
+	// PutIfAbsent creates name with data, atomically and durably, only if
+	// no object of that name exists. It returns an error wrapping ErrExist
+	// when the name is taken (whoever wrote it). Exactly one of any number
+	// of concurrent callers for one name succeeds.
+	PutIfAbsent(ctx context.Context, name string, data []byte) error
+	// Put creates or replaces name with data, atomically and durably: a
+	// reader sees the old object or the new one, never a mix.
+	Put(ctx context.Context, name string, data []byte) error
+	// Get returns the object's bytes, or an error wrapping ErrNotExist.
+	Get(ctx context.Context, name string) ([]byte, error)
+	// List returns the names that begin with prefix, sorted ascending.
+	// A prefix ending in "/" lists a directory recursively.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// Delete removes the named objects; a missing name is not an error.
+	Delete(ctx context.Context, names ...string) error
+	// URL returns where the store lives, without any credential, for
+	// messages and for tools.
+	URL() string
+	// Close releases the store's resources.
+	Close() error
+}
+
+// ObjectInfo describes one listed object.
+type ObjectInfo struct {
+	Name    string // relative to the store root
+	Size    int64
+	ModTime int64 // Unix nanoseconds; 0 when the backend does not know
+}
+
+// Opener opens a Store for a URL scheme; the s3 backend registers through
+// OpenOptions rather than a package-level registry.
+type Opener func(ctx context.Context, u *url.URL) (Store, error)
+
+// Open opens the store a location names: "file:///abs/dir", a plain path
+// (relative or absolute), or a URL whose scheme has an opener in openers
+// (for example "s3" → s3store.Open). The plain-path and file forms are
+// always available.
+func Open(ctx context.Context, location string, openers map[string]Opener) (Store, error) {
+	if location == "" {
+		return nil, fmt.Errorf("storage: empty location")
+	}
+	if !strings.Contains(location, "://") {
+		abs, err := filepath.Abs(location)
+		if err != nil {
+			return nil, fmt.Errorf("storage: resolve %q: %w", location, err)
+		}
+		return OpenLocal(abs, LocalOptions{})
+	}
+	u, err := url.Parse(location)
+	if err != nil {
+		return nil, fmt.Errorf("storage: parse location: %w", err)
+	}
+	if u.Scheme == "file" {
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("storage: file URL %q names a host; use file:///absolute/path", location)
+		}
+		return OpenLocal(u.Path, LocalOptions{})
+	}
+	if op, ok := openers[u.Scheme]; ok {
+		return op(ctx, u)
+	}
+	return nil, fmt.Errorf("storage: no backend for scheme %q in %q", u.Scheme, Redact(location))
+}
+
+// Redact removes any user information (access keys, passwords) from a URL
+// so it can appear in a message.
+func Redact(location string) string {
+	u, err := url.Parse(location)
+	if err != nil || u.User == nil {
+		return location
+	}
+	u.User = nil
+	return u.String()
+}
+
+// ValidateName reports whether name is a valid object name.
+func ValidateName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty", ErrBadName)
+	}
+	if strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") {
+		return fmt.Errorf("%w: %q begins or ends with a slash", ErrBadName, name)
+	}
+	if strings.HasSuffix(name, tmpSuffix) {
+		return fmt.Errorf("%w: %q ends in the reserved suffix %s", ErrBadName, name, tmpSuffix)
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == "" || el == "." || el == ".." {
+			return fmt.Errorf("%w: %q has an empty, . or .. element", ErrBadName, name)
+		}
+	}
+	if strings.ContainsRune(name, 0) || strings.ContainsRune(name, '\\') {
+		return fmt.Errorf("%w: %q contains a NUL or backslash", ErrBadName, name)
+	}
+	return nil
+}
+
+// IsExist reports whether err says the object already exists.
+func IsExist(err error) bool { return errors.Is(err, ErrExist) }
+
+// IsNotExist reports whether err says the object does not exist.
+func IsNotExist(err error) bool { return errors.Is(err, ErrNotExist) }

@@ -97,3 +97,11 @@ const (
 type GuaranteeReporter interface {
 	Guarantee() string
 }
+
+// SchemaValidator is implemented by a sink that can tell before the first
+// batch whether it can write rows of the query's output schema (a column
+// type it cannot encode, a partition column missing). The engine calls it
+// at start, before any batch runs, and refuses to start on an error.
+type SchemaValidator interface {
+	ValidateSchema(schema *arrow.Schema) error
+}

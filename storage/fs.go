@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -56,16 +57,8 @@ func (OSFS) SyncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	serr := d.Sync()
-	return errorsJoin(serr, d.Close())
+	return errors.Join(d.Sync(), d.Close())
 }
 
 // WalkDir implements FS.
 func (OSFS) WalkDir(root string, fn fs.WalkDirFunc) error { return filepath.WalkDir(root, fn) }
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}

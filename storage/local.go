@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 const tmpSuffix = ".tmp"
@@ -35,6 +39,10 @@ type Local struct {
 	fs   FS
 	sync bool
 	seq  atomic.Uint64
+	// dirs holds the directories below root that this store has created
+	// or found, with their entries in their parents made durable, so each
+	// costs its MkdirAll and parent fsyncs once per process.
+	dirs sync.Map // string → struct{}
 }
 
 // OpenLocal opens (creating if needed) a store rooted at dir and deletes
@@ -48,6 +56,13 @@ func OpenLocal(dir string, o LocalOptions) (*Local, error) {
 		return nil, fmt.Errorf("storage: create %s: %w", dir, err)
 	}
 	l := &Local{root: dir, fs: o.FS, sync: !o.NoSync}
+	// The root may have just been created: make its entry durable.
+	if err := l.syncDir(dir); err != nil {
+		return nil, err
+	}
+	if err := l.syncDir(filepath.Dir(dir)); err != nil {
+		return nil, err
+	}
 	if err := l.removeTemps(); err != nil {
 		return nil, err
 	}
@@ -71,7 +86,7 @@ func (l *Local) path(name string) (string, error) {
 }
 
 func (l *Local) removeTemps() error {
-	return l.fs.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
+	err := l.fs.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -80,21 +95,66 @@ func (l *Local) removeTemps() error {
 		}
 		if !d.IsDir() && strings.HasSuffix(p, tmpSuffix) {
 			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("storage: remove leftover %s: %w", p, err)
+				return fmt.Errorf("remove leftover %s: %w", p, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("storage: clean temporary files in %s: %w", l.root, err)
+	}
+	return nil
+}
+
+// ensureDir creates dir (a directory at or below the root) and makes every
+// entry on the way down durable: MkdirAll alone leaves a crash free to forget
+// the new directories, and with them the file about to be linked into them.
+func (l *Local) ensureDir(dir string) error {
+	if dir == l.root {
+		return nil
+	}
+	if _, ok := l.dirs.Load(dir); ok {
+		return nil
+	}
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("storage: create %s: %w", dir, err)
+	}
+	for d := dir; d != l.root; d = filepath.Dir(d) {
+		if _, ok := l.dirs.Load(d); ok {
+			break
+		}
+		if err := l.syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+		l.dirs.Store(d, struct{}{})
+	}
+	return nil
+}
+
+// forgetDir drops dir and its ancestors from the cache of known directories,
+// for when one was removed behind the store's back.
+func (l *Local) forgetDir(dir string) {
+	for d := dir; d != l.root && len(d) > len(l.root); d = filepath.Dir(d) {
+		l.dirs.Delete(d)
+	}
 }
 
 // writeTemp writes data to a fresh temporary file beside final and syncs it.
 func (l *Local) writeTemp(final string, data []byte) (string, error) {
 	dir := filepath.Dir(final)
-	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("storage: create %s: %w", dir, err)
+	if err := l.ensureDir(dir); err != nil {
+		return "", err
 	}
 	tmp := final + "." + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(l.seq.Add(1), 10) + tmpSuffix
 	f, err := l.fs.Create(tmp)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A directory this store made was removed by someone else.
+		l.forgetDir(dir)
+		if err := l.ensureDir(dir); err != nil {
+			return "", err
+		}
+		f, err = l.fs.Create(tmp)
+	}
 	if err != nil {
 		return "", fmt.Errorf("storage: create %s: %w", tmp, err)
 	}
@@ -138,6 +198,11 @@ func (l *Local) PutIfAbsent(ctx context.Context, name string, data []byte) error
 	rerr := l.fs.Remove(tmp)
 	if lerr != nil {
 		if errors.Is(lerr, fs.ErrExist) {
+			// The winner may not have synced the directory yet; do it so
+			// that what this caller now acts upon survives a crash.
+			if err := l.syncDir(filepath.Dir(p)); err != nil {
+				return err
+			}
 			return fmt.Errorf("put %s: %w", name, ErrExist)
 		}
 		return fmt.Errorf("storage: link %s: %w", p, lerr)
@@ -179,7 +244,9 @@ func (l *Local) Get(ctx context.Context, name string) ([]byte, error) {
 	}
 	b, err := l.fs.ReadFile(p)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		// A folder ("a" while "a/b" exists) or a path through an object
+		// ("a/b" while "a" is an object) names no object either.
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
 			return nil, fmt.Errorf("get %s: %w", name, ErrNotExist)
 		}
 		return nil, fmt.Errorf("storage: read %s: %w", p, err)
@@ -192,6 +259,9 @@ func (l *Local) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
 	// Walk the deepest directory that the prefix fully names.
 	base := l.root
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
@@ -200,8 +270,8 @@ func (l *Local) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo
 	err := l.fs.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				return nil // no such folder, or a prefix through an object
 			}
 			return err
 		}
@@ -246,13 +316,19 @@ func (l *Local) Delete(ctx context.Context, names ...string) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err = l.fs.Remove(p)
+		switch {
+		case err == nil:
+			dirs[filepath.Dir(p)] = true
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+			// Already gone, a path through an object, or a folder (which
+			// names no object): nothing to do.
+		default:
 			errs = append(errs, fmt.Errorf("storage: delete %s: %w", p, err))
-			continue
 		}
-		dirs[filepath.Dir(p)] = true
 	}
-	for d := range dirs {
+	// Sync in a fixed order so a failure reads the same every time.
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		if err := l.syncDir(d); err != nil {
 			errs = append(errs, err)
 		}

@@ -66,6 +66,8 @@ func (p *prefixed) Delete(ctx context.Context, names ...string) error {
 	return p.base.Delete(ctx, full...)
 }
 
-func (p *prefixed) URL() string { return strings.TrimSuffix(p.base.URL(), "/") + "/" + strings.TrimSuffix(p.prefix, "/") }
+func (p *prefixed) URL() string {
+	return strings.TrimSuffix(p.base.URL(), "/") + "/" + strings.TrimSuffix(p.prefix, "/")
+}
 
 func (p *prefixed) Close() error { return nil }

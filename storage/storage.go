@@ -66,7 +66,12 @@ func Open(ctx context.Context, location string, openers map[string]Opener) (Stor
 	}
 	u, err := url.Parse(location)
 	if err != nil {
-		return nil, fmt.Errorf("storage: parse location: %w", err)
+		// url.Error repeats the whole location, credentials included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("storage: parse location %q: %w", Redact(location), err)
 	}
 	if u.Scheme == "file" {
 		if u.Host != "" && u.Host != "localhost" {
@@ -81,10 +86,17 @@ func Open(ctx context.Context, location string, openers map[string]Opener) (Stor
 }
 
 // Redact removes any user information (access keys, passwords) from a URL
-// so it can appear in a message.
+// so it can appear in a message. A location that does not parse as a URL
+// but looks like one keeps only its scheme.
 func Redact(location string) string {
 	u, err := url.Parse(location)
-	if err != nil || u.User == nil {
+	if err != nil {
+		if i := strings.Index(location, "://"); i >= 0 {
+			return location[:i+3] + "…"
+		}
+		return location
+	}
+	if u.User == nil {
 		return location
 	}
 	u.User = nil
@@ -109,6 +121,32 @@ func ValidateName(name string) error {
 	}
 	if strings.ContainsRune(name, 0) || strings.ContainsRune(name, '\\') {
 		return fmt.Errorf("%w: %q contains a NUL or backslash", ErrBadName, name)
+	}
+	return nil
+}
+
+// ValidatePrefix reports whether prefix may be passed to List: empty, or a
+// string whose part up to its last slash is a valid name. The part after the
+// last slash is free ("offsets/000" lists "offsets/0001" and "offsets/0002").
+func ValidatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if strings.ContainsRune(prefix, 0) || strings.ContainsRune(prefix, '\\') {
+		return fmt.Errorf("%w: prefix %q contains a NUL or backslash", ErrBadName, prefix)
+	}
+	i := strings.LastIndexByte(prefix, '/')
+	if i < 0 {
+		return nil
+	}
+	folder := prefix[:i]
+	if folder == "" || strings.HasPrefix(folder, "/") || strings.HasSuffix(folder, "/") {
+		return fmt.Errorf("%w: prefix %q has an empty element", ErrBadName, prefix)
+	}
+	for _, el := range strings.Split(folder, "/") {
+		if el == "" || el == "." || el == ".." {
+			return fmt.Errorf("%w: prefix %q has an empty, . or .. element", ErrBadName, prefix)
+		}
 	}
 	return nil
 }

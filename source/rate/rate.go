@@ -1,0 +1,270 @@
+package rate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// Column names of the schema, in order.
+const (
+	ColTimestamp   = "timestamp"
+	ColValue       = "value"
+	ColPartition   = "partition"
+	ColKey         = "key"
+	ColAmountCents = "amount_cents"
+)
+
+// Schema returns the schema of every record a rate source emits.
+func Schema() *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{
+		{Name: ColTimestamp, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+		{Name: ColValue, Type: arrow.PrimitiveTypes.Int64},
+		{Name: ColPartition, Type: arrow.PrimitiveTypes.Int32},
+		{Name: ColKey, Type: arrow.BinaryTypes.String},
+		{Name: ColAmountCents, Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+}
+
+// Source is a deterministic row generator. See the package documentation.
+type Source struct {
+	cfg         config
+	schema      *arrow.Schema
+	created     time.Time
+	startMicros int64
+	keyWidth    int // bytes of the longest key
+
+	mu struct {
+		sync.Mutex
+		anchored   bool
+		anchorRows int64
+		capped     bool      // PrepareAvailableNow was called
+		capTime    time.Time // clock at PrepareAvailableNow
+		capRows    int64     // unbounded mode: the cap, -1 until set
+	}
+}
+
+// New returns a rate source configured by opts.
+func New(opts ...Option) (*Source, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Source{
+		cfg:         cfg,
+		schema:      Schema(),
+		created:     cfg.clock(),
+		startMicros: cfg.start.UnixMicro(),
+		keyWidth:    len("k-") + len(strconv.FormatInt(cfg.keys-1, 10)),
+	}
+	s.mu.capRows = -1
+	return s, nil
+}
+
+// Schema implements the source contract.
+func (s *Source) Schema() *arrow.Schema { return s.schema }
+
+// Description implements the engine's Describer.
+func (s *Source) Description() string {
+	if s.cfg.unbounded {
+		return fmt.Sprintf("rate[unbounded,%d/trigger]", s.step())
+	}
+	return fmt.Sprintf("rate[%d/s]", s.cfg.rowsPerSecond)
+}
+
+// InitialOffset implements the source contract: {"rows":0}.
+func (s *Source) InitialOffset(context.Context) (json.RawMessage, error) {
+	return EncodeOffset(0), nil
+}
+
+// EncodeOffset returns the offset JSON of the position rows (the number of
+// rows before it).
+func EncodeOffset(rows int64) json.RawMessage {
+	b := make([]byte, 0, 24)
+	b = append(b, `{"rows":`...)
+	b = strconv.AppendInt(b, rows, 10)
+	return append(b, '}')
+}
+
+// DecodeOffset parses an offset written by EncodeOffset.
+func DecodeOffset(off json.RawMessage) (int64, error) {
+	var o struct {
+		Rows *int64 `json:"rows"`
+	}
+	if err := json.Unmarshal(off, &o); err != nil {
+		return 0, fmt.Errorf("%w: %q: %v", ErrBadOffset, trunc(off), err)
+	}
+	if o.Rows == nil || *o.Rows < 0 {
+		return 0, fmt.Errorf("%w: %q: want {\"rows\":N} with N >= 0", ErrBadOffset, trunc(off))
+	}
+	return *o.Rows, nil
+}
+
+func trunc(b []byte) string {
+	if len(b) > 64 {
+		return string(b[:64]) + "…"
+	}
+	return string(b)
+}
+
+func (s *Source) step() int64 {
+	if s.cfg.maxPerTrigger > 0 {
+		return s.cfg.maxPerTrigger
+	}
+	return s.cfg.rowsPerSecond
+}
+
+// rowsIn returns how many rows the rate produces in d.
+func (s *Source) rowsIn(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	r := s.cfg.rowsPerSecond
+	return int64(d/time.Second)*r + int64(d%time.Second)*r/int64(time.Second)
+}
+
+// LatestOffset implements the source contract. Rows become available at
+// the configured rate from the moment New was called, appended after the
+// start of the first LatestOffset call; see the package documentation.
+func (s *Source) LatestOffset(_ context.Context, start json.RawMessage) (json.RawMessage, error) {
+	from, err := DecodeOffset(start)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mu.anchored {
+		s.mu.anchored = true
+		s.mu.anchorRows = from
+	}
+	var end int64
+	if s.cfg.unbounded {
+		end = from + s.step()
+		if s.mu.capped {
+			if s.mu.capRows < 0 {
+				s.mu.capRows = end
+			}
+			end = min(end, s.mu.capRows)
+		}
+	} else {
+		now := s.cfg.clock()
+		if s.mu.capped && now.After(s.mu.capTime) {
+			now = s.mu.capTime
+		}
+		end = s.mu.anchorRows + s.rowsIn(now.Sub(s.created))
+		if s.cfg.maxPerTrigger > 0 {
+			end = min(end, from+s.cfg.maxPerTrigger)
+		}
+	}
+	if end <= from {
+		return start, nil
+	}
+	return EncodeOffset(end), nil
+}
+
+// PrepareAvailableNow implements the engine's AvailableNowSource: from now
+// on LatestOffset reaches no further than the rows the clock allows at this
+// call (in unbounded mode: one more trigger's worth beyond the next start).
+func (s *Source) PrepareAvailableNow(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.capped = true
+	s.mu.capTime = s.cfg.clock()
+	s.mu.capRows = -1
+	return nil
+}
+
+// EventTime returns the event time of the row at offset, in microseconds
+// since the Unix epoch: start time + offset/rowsPerSecond seconds.
+func (s *Source) EventTime(offset int64) int64 {
+	r := s.cfg.rowsPerSecond
+	return s.startMicros + (offset/r)*1_000_000 + (offset%r)*1_000_000/r
+}
+
+// Amount returns the amount_cents of the row with the given value: a fixed
+// hash of the value (splitmix64), between 1 and 100000 inclusive.
+func Amount(value int64) int64 {
+	z := uint64(value) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return int64(z%100_000) + 1
+}
+
+// Read implements the source contract: it emits the rows at offsets
+// [start, end) in offset order, in records of at most the batch size. Each
+// record is released after emit returns.
+func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
+	from, err := DecodeOffset(start)
+	if err != nil {
+		return err
+	}
+	to, err := DecodeOffset(end)
+	if err != nil {
+		return err
+	}
+	if to < from {
+		return fmt.Errorf("%w: range end %d before start %d", ErrBadOffset, to, from)
+	}
+	mem := s.cfg.mem
+	tsB := array.NewTimestampBuilder(mem, s.schema.Field(0).Type.(*arrow.TimestampType))
+	defer tsB.Release()
+	valB := array.NewInt64Builder(mem)
+	defer valB.Release()
+	partB := array.NewInt32Builder(mem)
+	defer partB.Release()
+	keyB := array.NewStringBuilder(mem)
+	defer keyB.Release()
+	amtB := array.NewInt64Builder(mem)
+	defer amtB.Release()
+
+	var key []byte
+	parts, keys := int64(s.cfg.partitions), s.cfg.keys
+	for o := from; o < to; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(int64(s.cfg.batchSize), to-o)
+		tsB.Reserve(int(n))
+		valB.Reserve(int(n))
+		partB.Reserve(int(n))
+		amtB.Reserve(int(n))
+		keyB.Reserve(int(n))
+		keyB.ReserveData(int(n) * s.keyWidth)
+		for v := o; v < o+n; v++ {
+			tsB.UnsafeAppend(arrow.Timestamp(s.EventTime(v)))
+			valB.UnsafeAppend(v)
+			partB.UnsafeAppend(int32(v % parts))
+			key = strconv.AppendInt(append(key[:0], "k-"...), v%keys, 10)
+			keyB.UnsafeAppend(key)
+			amtB.UnsafeAppend(Amount(v))
+		}
+		o += n
+		if err := s.emitRecord(n, emit, tsB, valB, partB, keyB, amtB); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Source) emitRecord(n int64, emit func(arrow.RecordBatch) error, bs ...array.Builder) error {
+	cols := make([]arrow.Array, len(bs))
+	for i, b := range bs {
+		cols[i] = b.NewArray()
+	}
+	rec := array.NewRecordBatch(s.schema, cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	defer rec.Release()
+	return emit(rec)
+}

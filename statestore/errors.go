@@ -1,0 +1,72 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrCorrupt marks every *CorruptionError, for errors.Is.
+	ErrCorrupt = errors.New("statestore: corrupt state file")
+	// ErrMissing is matched (errors.Is) by a load that needs a delta or
+	// snapshot file the folder does not hold: the chain of versions is
+	// broken (purged too early, or a version never committed).
+	ErrMissing = errors.New("statestore: missing state file")
+	// ErrSchemaMismatch is matched (errors.Is) by Open when the folder was
+	// created for other key or value schemas.
+	ErrSchemaMismatch = errors.New("statestore: schema mismatch")
+)
+
+// CorruptionError names a state file that exists but cannot be read back:
+// truncated, flipped bits, not a state file, or a format this build does
+// not read.
+type CorruptionError struct {
+	File   string // store URL and object name
+	Offset int64  // byte offset of the problem, -1 when it is the whole file
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	if e.Offset < 0 {
+		return fmt.Sprintf("statestore: corrupt state file %s: %s", e.File, e.Reason)
+	}
+	return fmt.Sprintf("statestore: corrupt state file %s: %s (at byte %d)", e.File, e.Reason, e.Offset)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+// missingError reports a file a load needs and the folder lacks; its text is
+// completed by the caller's operation ("statestore: load version 42: ...").
+type missingError struct {
+	name string
+	dir  string
+}
+
+func (e *missingError) Error() string { return fmt.Sprintf("missing %s in %s", e.name, e.dir) }
+
+func (e *missingError) Is(target error) bool { return target == ErrMissing }
+
+// SchemaMismatchError is returned by Open when the folder's schema file
+// records other schemas than the ones asked for.
+type SchemaMismatchError struct {
+	Dir                string // store URL of the state folder
+	OldKey, OldValue   string // schemas recorded in the folder
+	NewKey, NewValue   string // schemas the caller asked for
+	KeyDiff, ValueDiff bool   // which of the two differ
+}
+
+func (e *SchemaMismatchError) Error() string {
+	what := "key and value schemas"
+	switch {
+	case e.KeyDiff && !e.ValueDiff:
+		what = "key schema"
+	case !e.KeyDiff && e.ValueDiff:
+		what = "value schema"
+	}
+	return fmt.Sprintf("statestore: schema mismatch in %s: the %s changed; the state was written with\n  key:   %s\n  value: %s\nand this query asks for\n  key:   %s\n  value: %s\n(the checkpoint is left untouched; run the changed query on a new checkpoint)",
+		e.Dir, what, e.OldKey, e.OldValue, e.NewKey, e.NewValue)
+}
+
+// Is makes errors.Is(err, ErrSchemaMismatch) true.
+func (e *SchemaMismatchError) Is(target error) bool { return target == ErrSchemaMismatch }

@@ -1,0 +1,314 @@
+package statestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// File envelope (docs/format/state.md has the byte-level description):
+//
+//	header   24 bytes: magic "OFST", format version u16, kind u8, 0 u8,
+//	         state version i64, section count u32, 0 u32
+//	sections each: body length u64, row count u64, body (an Arrow IPC stream)
+//	trailer  8 bytes: CRC-32C (Castagnoli) of every byte before it, u32;
+//	         magic "OFST"
+//
+// All integers are little endian.
+const (
+	fileMagic         = "OFST"
+	formatVersion     = 1
+	headerSize        = 24
+	sectionHeaderSize = 16
+	trailerSize       = 8
+	versionDigits     = 20
+	schemaFileName    = "schema"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// kind is what a state file holds.
+type kind uint8
+
+const (
+	kindDelta    kind = 1 // sections: upserts (key+value), deletes (key)
+	kindSnapshot kind = 2 // sections: rows (key+value), ascending key order
+	kindSchema   kind = 3 // sections: key schema, value schema (no rows)
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindDelta:
+		return "delta"
+	case kindSnapshot:
+		return "snapshot"
+	case kindSchema:
+		return "schema"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+func (k kind) sections() int {
+	if k == kindSnapshot {
+		return 1
+	}
+	return 2
+}
+
+// FileName returns the object name of version's delta (snapshot false) or
+// snapshot file: the version zero-padded to 20 digits, then ".delta" or
+// ".snapshot".
+func FileName(version int64, snapshot bool) string {
+	k := kindDelta
+	if snapshot {
+		k = kindSnapshot
+	}
+	return fileName(version, k)
+}
+
+func fileName(version int64, k kind) string {
+	s := strconv.FormatInt(version, 10)
+	return strings.Repeat("0", max(0, versionDigits-len(s))) + s + "." + k.String()
+}
+
+// ParseFileName returns the version and kind a name made by FileName holds;
+// ok is false for any other name.
+func ParseFileName(name string) (version int64, snapshot bool, ok bool) {
+	v, k, ok := parseFileName(name)
+	return v, k == kindSnapshot, ok
+}
+
+func parseFileName(name string) (int64, kind, bool) {
+	num, ext, found := strings.Cut(name, ".")
+	if !found || len(num) != versionDigits {
+		return 0, 0, false
+	}
+	var k kind
+	switch ext {
+	case "delta":
+		k = kindDelta
+	case "snapshot":
+		k = kindSnapshot
+	default:
+		return 0, 0, false
+	}
+	for _, r := range num {
+		if r < '0' || r > '9' {
+			return 0, 0, false
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	return v, k, true
+}
+
+// section is one Arrow IPC stream of a file: its schema and records.
+type section struct {
+	schema *arrow.Schema
+	recs   []arrow.RecordBatch
+}
+
+// encodeFile returns the bytes of a state file. The records' schemas must
+// equal their section's schema.
+func encodeFile(k kind, version int64, sections []section, mem memory.Allocator) ([]byte, error) {
+	var size int
+	for _, s := range sections {
+		for _, r := range s.recs {
+			for _, c := range r.Columns() {
+				size += approxSize(c.Data())
+			}
+		}
+	}
+	var buf bytes.Buffer
+	buf.Grow(headerSize + trailerSize + len(sections)*(sectionHeaderSize+512) + size + size/8)
+	var hdr [headerSize]byte
+	copy(hdr[0:4], fileMagic)
+	binary.LittleEndian.PutUint16(hdr[4:], formatVersion)
+	hdr[6] = byte(k)
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(version))
+	binary.LittleEndian.PutUint32(hdr[16:], uint32(len(sections)))
+	buf.Write(hdr[:])
+	for i, s := range sections {
+		start := buf.Len()
+		var sh [sectionHeaderSize]byte
+		buf.Write(sh[:])
+		w := ipc.NewWriter(&buf, ipc.WithSchema(s.schema), ipc.WithAllocator(mem))
+		var rows int64
+		for _, r := range s.recs {
+			if err := w.Write(r); err != nil {
+				return nil, errors.Join(fmt.Errorf("encode section %d: %w", i, err), w.Close())
+			}
+			rows += r.NumRows()
+		}
+		if err := w.Close(); err != nil {
+			return nil, fmt.Errorf("encode section %d: %w", i, err)
+		}
+		b := buf.Bytes()
+		binary.LittleEndian.PutUint64(b[start:], uint64(buf.Len()-start-sectionHeaderSize))
+		binary.LittleEndian.PutUint64(b[start+8:], uint64(rows))
+	}
+	var tr [trailerSize]byte
+	binary.LittleEndian.PutUint32(tr[0:], crc32.Checksum(buf.Bytes(), castagnoli))
+	copy(tr[4:], fileMagic)
+	buf.Write(tr[:])
+	return buf.Bytes(), nil
+}
+
+func approxSize(d arrow.ArrayData) int {
+	n := 0
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += b.Len()
+		}
+	}
+	for _, c := range d.Children() {
+		n += approxSize(c)
+	}
+	return n
+}
+
+// decodedFile is a state file read back. Release releases its records.
+type decodedFile struct {
+	kind     kind
+	version  int64
+	sections []section
+}
+
+func (f *decodedFile) release() {
+	for _, s := range f.sections {
+		for _, r := range s.recs {
+			r.Release()
+		}
+	}
+	f.sections = nil
+}
+
+// decodeFile checks and decodes data read from file (store URL and name,
+// for messages). Every failure is a *CorruptionError.
+func decodeFile(file string, data []byte, mem memory.Allocator) (*decodedFile, error) {
+	corrupt := func(off int64, format string, args ...any) error {
+		return &CorruptionError{File: file, Offset: off, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(data) == 0 {
+		return nil, corrupt(-1, "empty file")
+	}
+	if len(data) < len(fileMagic) || string(data[:len(fileMagic)]) != fileMagic {
+		return nil, corrupt(0, "not a state file (bad magic %q, want %q)", data[:min(len(data), len(fileMagic))], fileMagic)
+	}
+	if len(data) < headerSize+trailerSize {
+		return nil, corrupt(int64(len(data)), "file of %d bytes is shorter than a header and trailer (torn write?)", len(data))
+	}
+	if v := binary.LittleEndian.Uint16(data[4:]); v != formatVersion {
+		return nil, corrupt(4, "format version %d is not read by this build (it reads %d)", v, formatVersion)
+	}
+	end := len(data) - trailerSize
+	if string(data[end+4:]) != fileMagic {
+		return nil, corrupt(int64(end+4), "no trailer magic: the file is truncated or was not written whole")
+	}
+	if want, got := binary.LittleEndian.Uint32(data[end:]), crc32.Checksum(data[:end], castagnoli); want != got {
+		return nil, corrupt(int64(end), "checksum mismatch: trailer says %08x, content hashes to %08x", want, got)
+	}
+	f := &decodedFile{kind: kind(data[6]), version: int64(binary.LittleEndian.Uint64(data[8:]))}
+	if f.kind != kindDelta && f.kind != kindSnapshot && f.kind != kindSchema {
+		return nil, corrupt(6, "unknown file kind %d", data[6])
+	}
+	n := binary.LittleEndian.Uint32(data[16:])
+	if int(n) != f.kind.sections() {
+		return nil, corrupt(16, "a %s file has %d sections, this one says %d", f.kind, f.kind.sections(), n)
+	}
+	off := headerSize
+	for i := 0; i < int(n); i++ {
+		if end-off < sectionHeaderSize {
+			return nil, corrupt(int64(off), "section %d header runs past the end of the content", i)
+		}
+		length := binary.LittleEndian.Uint64(data[off:])
+		rows := int64(binary.LittleEndian.Uint64(data[off+8:]))
+		body := off + sectionHeaderSize
+		if length > uint64(end-body) {
+			f.release()
+			return nil, corrupt(int64(off), "section %d of %d bytes runs past the end of the content", i, length)
+		}
+		s, err := readSection(data[body:body+int(length)], mem)
+		if err != nil {
+			f.release()
+			return nil, corrupt(int64(body), "section %d: %v", i, err)
+		}
+		f.sections = append(f.sections, s)
+		var got int64
+		for _, r := range s.recs {
+			got += r.NumRows()
+		}
+		if got != rows {
+			f.release()
+			return nil, corrupt(int64(off+8), "section %d holds %d rows, its header says %d", i, got, rows)
+		}
+		off = body + int(length)
+	}
+	if off != end {
+		f.release()
+		return nil, corrupt(int64(off), "%d unexplained bytes after the last section", end-off)
+	}
+	return f, nil
+}
+
+func readSection(body []byte, mem memory.Allocator) (s section, err error) {
+	r, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(mem))
+	if err != nil {
+		return s, err
+	}
+	defer r.Release()
+	s.schema = r.Schema()
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			for _, x := range s.recs {
+				x.Release()
+			}
+			return section{}, err
+		}
+		rec.Retain()
+		s.recs = append(s.recs, rec)
+	}
+	return s, nil
+}
+
+// schemasMatch reports whether records of schema got can be stored under
+// want: same column names, types and nullability, in order. Metadata is
+// not compared.
+func schemasMatch(want, got *arrow.Schema) bool {
+	if want.NumFields() != got.NumFields() {
+		return false
+	}
+	for i, f := range want.Fields() {
+		g := got.Field(i)
+		if f.Name != g.Name || f.Nullable != g.Nullable || !arrow.TypeEqual(f.Type, g.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// recast returns rec with schema (which schemasMatch accepted), sharing its
+// columns; the caller releases the result.
+func recast(schema *arrow.Schema, rec arrow.RecordBatch) arrow.RecordBatch {
+	if rec.Schema() == schema {
+		rec.Retain()
+		return rec
+	}
+	return array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
+}

@@ -1,0 +1,110 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Defaults applied by EnsureDefaults.
+const (
+	DefaultSnapshotEvery       = 10
+	DefaultMinVersionsToRetain = 100
+)
+
+// Options configures a Store. Only the schemas are required; every other
+// zero field takes its default.
+type Options struct {
+	// KeySchema is the schema of the key columns (one or more). Key
+	// columns may be booleans, fixed-width types (integers, floats,
+	// dates, times, timestamps, durations, decimals, intervals,
+	// fixed-size binary), strings and binaries (also large and view
+	// forms), and structs of these.
+	KeySchema *arrow.Schema
+	// ValueSchema is the schema of the value columns; any type Arrow IPC
+	// carries (lists included). It may have no columns (a set of keys).
+	// Its field names must differ from the key's.
+	ValueSchema *arrow.Schema
+	// SnapshotEvery (K) makes Maintain write a snapshot when the newest
+	// snapshot is K or more versions behind. Default 10.
+	SnapshotEvery int
+	// MinVersionsToRetain is how many of the newest versions Purge keeps
+	// loadable. Default 100.
+	MinVersionsToRetain int
+	// Allocator allocates every Arrow buffer the store creates. Default
+	// memory.DefaultAllocator.
+	Allocator memory.Allocator
+}
+
+// EnsureDefaults fills the zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if o.MinVersionsToRetain == 0 {
+		o.MinVersionsToRetain = DefaultMinVersionsToRetain
+	}
+	if o.Allocator == nil {
+		o.Allocator = memory.DefaultAllocator
+	}
+}
+
+// Validate reports every problem with o, joined; call it after
+// EnsureDefaults.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("statestore: options: "+format, args...))
+	}
+	if o.KeySchema == nil {
+		bad("KeySchema is required")
+	} else {
+		if o.KeySchema.NumFields() == 0 {
+			bad("KeySchema has no columns; a key needs at least one")
+		}
+		for _, f := range o.KeySchema.Fields() {
+			if err := checkKeyType(f.Type); err != nil {
+				bad("key column %q: %v", f.Name, err)
+			}
+		}
+	}
+	if o.ValueSchema == nil {
+		bad("ValueSchema is required (an empty schema for a set of keys)")
+	}
+	if o.KeySchema != nil && o.ValueSchema != nil {
+		seen := map[string]bool{}
+		for _, f := range o.KeySchema.Fields() {
+			if seen[f.Name] {
+				bad("column name %q appears twice in KeySchema", f.Name)
+			}
+			seen[f.Name] = true
+		}
+		for _, f := range o.ValueSchema.Fields() {
+			if seen[f.Name] {
+				bad("column name %q appears twice in KeySchema and ValueSchema", f.Name)
+			}
+			seen[f.Name] = true
+		}
+	}
+	if o.SnapshotEvery < 1 {
+		bad("SnapshotEvery is %d; it must be at least 1 (0 means the default, %d)", o.SnapshotEvery, DefaultSnapshotEvery)
+	}
+	if o.MinVersionsToRetain < 1 {
+		bad("MinVersionsToRetain is %d; it must be at least 1 (0 means the default, %d)", o.MinVersionsToRetain, DefaultMinVersionsToRetain)
+	}
+	if o.Allocator == nil {
+		bad("Allocator is nil; call EnsureDefaults first")
+	}
+	return errors.Join(errs...)
+}
+
+// Join returns the schema of a state row: the key columns, then the value
+// columns.
+func Join(key, value *arrow.Schema) *arrow.Schema {
+	fields := make([]arrow.Field, 0, key.NumFields()+value.NumFields())
+	fields = append(fields, key.Fields()...)
+	fields = append(fields, value.Fields()...)
+	return arrow.NewSchema(fields, nil)
+}

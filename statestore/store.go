@@ -1,0 +1,421 @@
+package statestore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/storage"
+)
+
+// Store is the versioned state of one (operator, partition). It holds no
+// mutable fields: every method reads the folder afresh, so it is safe for
+// concurrent use within the limits doc.go states.
+type Store struct {
+	st        storage.Store
+	opts      Options
+	keySchema *arrow.Schema
+	valSchema *arrow.Schema
+	rowSchema *arrow.Schema // Join(key, value)
+	nkeys     int
+	mem       memory.Allocator
+}
+
+// Info summarizes a state folder.
+type Info struct {
+	NewestVersion  int64 // newest version with a delta file; -1 when none
+	NewestSnapshot int64 // newest version with a snapshot file; -1 when none
+	Files          int   // objects in the folder (schema, deltas, snapshots, others)
+	Bytes          int64 // their total size
+}
+
+// Open opens the state kept in st (the folder of one operator and
+// partition). The first Open records the schemas in the folder's schema
+// file; a later Open with other schemas fails with a *SchemaMismatchError
+// and writes nothing.
+func Open(ctx context.Context, st storage.Store, o Options) (*Store, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		st:        st,
+		opts:      o,
+		keySchema: o.KeySchema,
+		valSchema: o.ValueSchema,
+		rowSchema: Join(o.KeySchema, o.ValueSchema),
+		nkeys:     o.KeySchema.NumFields(),
+		mem:       o.Allocator,
+	}
+	if err := s.checkSchemaFile(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// KeySchema returns the schema of the key columns.
+func (s *Store) KeySchema() *arrow.Schema { return s.keySchema }
+
+// ValueSchema returns the schema of the value columns.
+func (s *Store) ValueSchema() *arrow.Schema { return s.valSchema }
+
+// Schema returns the schema of the rows Load returns and Commit takes as
+// upserts: Join(KeySchema, ValueSchema).
+func (s *Store) Schema() *arrow.Schema { return s.rowSchema }
+
+// URL returns where the state folder lives, for messages.
+func (s *Store) URL() string { return s.st.URL() }
+
+func (s *Store) file(name string) string { return s.st.URL() + "/" + name }
+
+func (s *Store) checkSchemaFile(ctx context.Context) error {
+	data, err := s.st.Get(ctx, schemaFileName)
+	if storage.IsNotExist(err) {
+		mine, eerr := encodeFile(kindSchema, 0, []section{{schema: s.keySchema}, {schema: s.valSchema}}, s.mem)
+		if eerr != nil {
+			return fmt.Errorf("statestore: encode schema file: %w", eerr)
+		}
+		err = s.st.PutIfAbsent(ctx, schemaFileName, mine)
+		if err == nil {
+			return nil
+		}
+		if !storage.IsExist(err) {
+			return fmt.Errorf("statestore: write %s: %w", s.file(schemaFileName), err)
+		}
+		data, err = s.st.Get(ctx, schemaFileName) // another opener won the race
+	}
+	if err != nil {
+		return fmt.Errorf("statestore: read %s: %w", s.file(schemaFileName), err)
+	}
+	f, err := decodeFile(s.file(schemaFileName), data, s.mem)
+	if err != nil {
+		return err
+	}
+	defer f.release()
+	if f.kind != kindSchema {
+		return &CorruptionError{File: s.file(schemaFileName), Offset: 6, Reason: fmt.Sprintf("holds a %s, not a schema", f.kind)}
+	}
+	oldKey, oldVal := f.sections[0].schema, f.sections[1].schema
+	keyDiff := !schemasMatch(oldKey, s.keySchema)
+	valDiff := !schemasMatch(oldVal, s.valSchema)
+	if keyDiff || valDiff {
+		return &SchemaMismatchError{
+			Dir:    s.st.URL(),
+			OldKey: schemaString(oldKey), OldValue: schemaString(oldVal),
+			NewKey: schemaString(s.keySchema), NewValue: schemaString(s.valSchema),
+			KeyDiff: keyDiff, ValueDiff: valDiff,
+		}
+	}
+	return nil
+}
+
+// schemaString renders a schema on one line: {a: int64, b: utf8 (nullable)}.
+func schemaString(sc *arrow.Schema) string {
+	out := "{"
+	for i, f := range sc.Fields() {
+		if i > 0 {
+			out += ", "
+		}
+		out += f.Name + ": " + f.Type.String()
+		if f.Nullable {
+			out += " (nullable)"
+		}
+	}
+	return out + "}"
+}
+
+// Commit writes version's delta: upserts holds the key and value columns
+// (Schema()) of the rows batch version changed, deletes the key columns
+// (KeySchema()) of the rows it removed. Either may be nil. A key may appear
+// at most once across both. A delta a crashed earlier attempt left for
+// version is replaced. Commit writes one file and reads none: its cost
+// depends on the changed rows only.
+//
+// The caller commits versions in order (0, 1, 2, …, each after the one
+// before it is durable) and re-commits only the newest version, the one
+// whose batch is being re-run; nothing checks this, as that would need a
+// listing per commit.
+func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arrow.RecordBatch) error {
+	name := fileName(version, kindDelta)
+	if version < 0 {
+		return fmt.Errorf("statestore: commit version %d: versions start at 0", version)
+	}
+	var ups, dels []arrow.RecordBatch
+	defer func() {
+		for _, r := range append(ups, dels...) {
+			r.Release()
+		}
+	}()
+	if upserts != nil {
+		if !schemasMatch(s.rowSchema, upserts.Schema()) {
+			return fmt.Errorf("statestore: commit version %d: upserts have schema %s, the store takes %s", version, schemaString(upserts.Schema()), schemaString(s.rowSchema))
+		}
+		if upserts.NumRows() > 0 {
+			ups = append(ups, recast(s.rowSchema, upserts))
+		}
+	}
+	if deletes != nil {
+		if !schemasMatch(s.keySchema, deletes.Schema()) {
+			return fmt.Errorf("statestore: commit version %d: deletes have schema %s, the store's keys are %s", version, schemaString(deletes.Schema()), schemaString(s.keySchema))
+		}
+		if deletes.NumRows() > 0 {
+			dels = append(dels, recast(s.keySchema, deletes))
+		}
+	}
+	if err := s.checkUniqueKeys(ups, dels); err != nil {
+		return fmt.Errorf("statestore: commit version %d: %w", version, err)
+	}
+	data, err := encodeFile(kindDelta, version, []section{{schema: s.rowSchema, recs: ups}, {schema: s.keySchema, recs: dels}}, s.mem)
+	if err != nil {
+		return fmt.Errorf("statestore: commit version %d: %w", version, err)
+	}
+	if err := s.st.Put(ctx, name, data); err != nil {
+		return fmt.Errorf("statestore: commit version %d: write %s: %w", version, name, err)
+	}
+	return nil
+}
+
+// checkUniqueKeys fails when a key appears twice among the upserts and
+// deletes of one commit: the operator's intent would be ambiguous.
+func (s *Store) checkUniqueKeys(ups, dels []arrow.RecordBatch) error {
+	n := 0
+	for _, r := range append(slices.Clip(ups), dels...) {
+		n += int(r.NumRows())
+	}
+	seen := make(map[string]string, n) // key → "upserts" or "deletes"
+	var buf []byte
+	for part, recs := range [][]arrow.RecordBatch{ups, dels} {
+		where := "upserts"
+		if part == 1 {
+			where = "deletes"
+		}
+		for _, r := range recs {
+			enc := newKeyEncoder(r, s.nkeys)
+			for i := 0; i < int(r.NumRows()); i++ {
+				buf = enc.encode(buf[:0], i)
+				if prev, dup := seen[string(buf)]; dup {
+					return fmt.Errorf("key %s appears in %s and again in %s (row %d); a commit holds each changed key once", formatKey(r, s.nkeys, i), prev, where, i)
+				}
+				seen[string(buf)] = where
+			}
+		}
+	}
+	return nil
+}
+
+// listing is the parsed content of the folder.
+type listing struct {
+	deltas    map[int64]bool
+	snapshots []int64 // ascending
+	deltaList []int64 // ascending
+	files     int
+	bytes     int64
+}
+
+func (s *Store) list(ctx context.Context) (*listing, error) {
+	infos, err := s.st.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("statestore: list %s: %w", s.st.URL(), err)
+	}
+	l := &listing{deltas: map[int64]bool{}}
+	for _, in := range infos {
+		l.files++
+		l.bytes += in.Size
+		v, k, ok := parseFileName(in.Name)
+		if !ok {
+			continue
+		}
+		switch k {
+		case kindDelta:
+			l.deltas[v] = true
+			l.deltaList = append(l.deltaList, v)
+		case kindSnapshot:
+			l.snapshots = append(l.snapshots, v)
+		}
+	}
+	slices.Sort(l.snapshots)
+	slices.Sort(l.deltaList)
+	return l, nil
+}
+
+// snapshotAtOrBefore returns the newest snapshot version <= v, or -1.
+func (l *listing) snapshotAtOrBefore(v int64) int64 {
+	i, found := slices.BinarySearch(l.snapshots, v)
+	if found {
+		return v
+	}
+	if i == 0 {
+		return -1
+	}
+	return l.snapshots[i-1]
+}
+
+// Versions returns the versions that have a delta file and those that have
+// a snapshot file, ascending.
+func (s *Store) Versions(ctx context.Context) (deltas, snapshots []int64, err error) {
+	l, err := s.list(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.deltaList, l.snapshots, nil
+}
+
+// Info summarizes the folder.
+func (s *Store) Info(ctx context.Context) (Info, error) {
+	l, err := s.list(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	in := Info{NewestVersion: -1, NewestSnapshot: -1, Files: l.files, Bytes: l.bytes}
+	if n := len(l.deltaList); n > 0 {
+		in.NewestVersion = l.deltaList[n-1]
+	}
+	if n := len(l.snapshots); n > 0 {
+		in.NewestSnapshot = l.snapshots[n-1]
+		in.NewestVersion = max(in.NewestVersion, in.NewestSnapshot)
+	}
+	return in, nil
+}
+
+// Maintain writes committed's snapshot when the newest snapshot at or
+// before committed is SnapshotEvery or more versions older (the empty
+// state, version -1, counts as a snapshot). It builds the snapshot from the
+// files alone, so it may run in its own goroutine while later versions are
+// committed. committed must be a committed version: its delta is durable
+// and will not be rewritten.
+func (s *Store) Maintain(ctx context.Context, committed int64) error {
+	if committed < 0 {
+		return nil
+	}
+	l, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	if committed-l.snapshotAtOrBefore(committed) < int64(s.opts.SnapshotEvery) {
+		return nil
+	}
+	recs, err := s.load(ctx, committed, l)
+	if err != nil {
+		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
+	}
+	defer releaseAll(recs)
+	data, err := encodeFile(kindSnapshot, committed, []section{{schema: s.rowSchema, recs: recs}}, s.mem)
+	if err != nil {
+		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
+	}
+	name := fileName(committed, kindSnapshot)
+	if err := s.st.Put(ctx, name, data); err != nil {
+		return fmt.Errorf("statestore: snapshot version %d: write %s: %w", committed, name, err)
+	}
+	return nil
+}
+
+// Purge deletes the files that no version in
+// [committed-MinVersionsToRetain+1, committed] needs: snapshots older than
+// the newest snapshot at or before the oldest retained version, and the
+// deltas at or before that snapshot. Files of versions after committed are
+// left alone. It returns the error of the first delete that failed; what it
+// did not delete, the next Purge deletes.
+func (s *Store) Purge(ctx context.Context, committed int64) error {
+	l, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	oldest := committed - int64(s.opts.MinVersionsToRetain) + 1
+	base := l.snapshotAtOrBefore(oldest)
+	if base < 0 {
+		return nil // every retained version replays from delta 0
+	}
+	var names []string
+	for _, v := range l.snapshots {
+		if v < base {
+			names = append(names, fileName(v, kindSnapshot))
+		}
+	}
+	for _, v := range l.deltaList {
+		if v <= base {
+			names = append(names, fileName(v, kindDelta))
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if err := s.st.Delete(ctx, names...); err != nil {
+		return fmt.Errorf("statestore: purge %s before version %d: %w", s.st.URL(), oldest, err)
+	}
+	return nil
+}
+
+// Load returns every live row of version (the state after batch version;
+// -1 is the empty state), key columns then value columns (Schema()), in
+// ascending order of the key encoding (docs/format/state.md). The caller
+// releases the records.
+func (s *Store) Load(ctx context.Context, version int64) ([]arrow.RecordBatch, error) {
+	if version < -1 {
+		return nil, fmt.Errorf("statestore: load version %d: versions start at -1 (the empty state)", version)
+	}
+	if version == -1 {
+		return nil, nil
+	}
+	l, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.load(ctx, version, l)
+	if err != nil {
+		return nil, fmt.Errorf("statestore: load version %d: %w", version, err)
+	}
+	return recs, nil
+}
+
+// readFile reads and decodes one state file, checking it holds what its
+// name says.
+func (s *Store) readFile(ctx context.Context, version int64, k kind) (*decodedFile, error) {
+	name := fileName(version, k)
+	data, err := s.st.Get(ctx, name)
+	if err != nil {
+		if storage.IsNotExist(err) {
+			return nil, &missingError{name: name, dir: s.st.URL()}
+		}
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	f, err := decodeFile(s.file(name), data, s.mem)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(reason string) error {
+		f.release()
+		return &CorruptionError{File: s.file(name), Offset: -1, Reason: reason}
+	}
+	switch {
+	case f.kind != k:
+		return nil, bad(fmt.Sprintf("holds a %s, its name says %s", f.kind, k))
+	case f.version != version:
+		return nil, bad(fmt.Sprintf("holds version %d, its name says %d", f.version, version))
+	case !schemasMatch(s.rowSchema, f.sections[0].schema):
+		return nil, bad(fmt.Sprintf("rows have schema %s, the store's is %s", schemaString(f.sections[0].schema), schemaString(s.rowSchema)))
+	case k == kindDelta && !schemasMatch(s.keySchema, f.sections[1].schema):
+		return nil, bad(fmt.Sprintf("deletes have schema %s, the store's keys are %s", schemaString(f.sections[1].schema), schemaString(s.keySchema)))
+	}
+	for i := range f.sections {
+		sc := s.rowSchema
+		if i == 1 {
+			sc = s.keySchema
+		}
+		for j, r := range f.sections[i].recs {
+			f.sections[i].recs[j] = recast(sc, r)
+			r.Release()
+		}
+		f.sections[i].schema = sc
+	}
+	return f, nil
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}

@@ -1,0 +1,63 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrDataLoss is wrapped by *DataLossError: records the query must
+	// read are gone (retention, DeleteRecords, a deleted topic or
+	// partition) and FailOnDataLoss is on.
+	ErrDataLoss = errors.New("kafka: data loss")
+	// ErrDecode is wrapped by *DecodeError: a record value does not decode
+	// and no dead-letter output is configured.
+	ErrDecode = errors.New("kafka: value does not decode")
+	// ErrBadOffsets is returned for offsets JSON that does not parse.
+	ErrBadOffsets = errors.New("kafka: bad offsets")
+	// ErrConfig is returned by New for an invalid option set.
+	ErrConfig = errors.New("kafka: invalid configuration")
+)
+
+// DataLossError names the partition and the offsets that cannot be read.
+// Available is -1 when the topic or partition no longer exists.
+type DataLossError struct {
+	Topic     string
+	Partition int32
+	Expected  int64 // the offset the query must read next
+	Available int64 // the first offset the broker still has, -1 if none
+	Reason    string
+}
+
+func (e *DataLossError) Error() string {
+	if e.Available < 0 {
+		return fmt.Sprintf("kafka: data loss: topic %q partition %d: expected offset %d, available: none (%s)",
+			e.Topic, e.Partition, e.Expected, e.Reason)
+	}
+	return fmt.Sprintf("kafka: data loss: topic %q partition %d: expected offset %d, available from offset %d (%s)",
+		e.Topic, e.Partition, e.Expected, e.Available, e.Reason)
+}
+
+// Unwrap lets errors.Is(err, ErrDataLoss) match.
+func (e *DataLossError) Unwrap() error { return ErrDataLoss }
+
+// DecodeError names the record whose value does not decode.
+type DecodeError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Field     string // the JSON field at fault, empty for the whole value
+	Reason    string
+}
+
+func (e *DecodeError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("kafka: decode value: topic %q partition %d offset %d: field %q: %s",
+			e.Topic, e.Partition, e.Offset, e.Field, e.Reason)
+	}
+	return fmt.Sprintf("kafka: decode value: topic %q partition %d offset %d: %s",
+		e.Topic, e.Partition, e.Offset, e.Reason)
+}
+
+// Unwrap lets errors.Is(err, ErrDecode) match.
+func (e *DecodeError) Unwrap() error { return ErrDecode }

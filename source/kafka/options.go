@@ -1,0 +1,276 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+)
+
+// Option configures a Source (see New).
+type Option func(*config)
+
+type startKind int
+
+const (
+	startEarliest startKind = iota
+	startLatest
+	startSpecific
+	startTimestamp
+)
+
+// StartingPosition is where a query's first batch starts; build one with
+// Earliest, Latest, SpecificOffsets or AtTimestamp.
+type StartingPosition struct {
+	kind     startKind
+	specific json.RawMessage
+	at       time.Time
+}
+
+// Earliest starts at each partition's log start offset (the default).
+func Earliest() StartingPosition { return StartingPosition{kind: startEarliest} }
+
+// Latest starts at each partition's end: under read_committed the last
+// stable offset, otherwise the high watermark.
+func Latest() StartingPosition { return StartingPosition{kind: startLatest} }
+
+// SpecificOffsets starts at the given offsets, in the Offsets JSON form
+// ({"payments":{"0":42}}). An offset of -2 means earliest and -1 latest for
+// that partition; partitions not named start at earliest.
+func SpecificOffsets(offsetsJSON string) StartingPosition {
+	return StartingPosition{kind: startSpecific, specific: json.RawMessage(offsetsJSON)}
+}
+
+// AtTimestamp starts, in each partition, at the first record whose
+// timestamp is at or after t (resolved once, by ListOffsets, when the
+// query's first batch is planned); a partition with no such record starts
+// at its end.
+func AtTimestamp(t time.Time) StartingPosition {
+	return StartingPosition{kind: startTimestamp, at: t}
+}
+
+type decoderKind int
+
+const (
+	decodeRaw decoderKind = iota
+	decodeString
+	decodeJSON
+)
+
+type config struct {
+	brokers        []string
+	topics         []string
+	pattern        *regexp.Regexp
+	patternErr     error
+	start          StartingPosition
+	maxPerTrigger  int64
+	readCommitted  bool
+	failOnDataLoss bool
+	logger         *slog.Logger
+	tls            *tls.Config
+	sasl           sasl.Mechanism
+	extra          []kgo.Opt
+	decoder        decoderKind
+	jsonSchema     *arrow.Schema
+	deadTopic      string
+	deadDir        string
+	mem            memory.Allocator
+	rowsPerRecord  int
+	fetchMaxBytes  int32
+}
+
+func defaults() config {
+	return config{
+		start:          Earliest(),
+		readCommitted:  true,
+		failOnDataLoss: true,
+		logger:         slog.New(slog.DiscardHandler),
+		mem:            memory.DefaultAllocator,
+		rowsPerRecord:  8192,
+		fetchMaxBytes:  16 << 20,
+	}
+}
+
+// Brokers sets the seed brokers (host:port). Required.
+func Brokers(addrs ...string) Option {
+	return func(c *config) { c.brokers = append(c.brokers, addrs...) }
+}
+
+// Topics sets the topics to read; every partition of each is read.
+// Exactly one of Topics and TopicPattern is required.
+func Topics(topics ...string) Option {
+	return func(c *config) { c.topics = append(c.topics, topics...) }
+}
+
+// TopicPattern reads every topic whose name matches the regular expression
+// (anchored by the caller if wanted). Topics and partitions created later
+// are found when the next batch is planned, so they are recorded in that
+// batch's write-ahead-log entry.
+func TopicPattern(expr string) Option {
+	return func(c *config) { c.pattern, c.patternErr = regexp.Compile(expr) }
+}
+
+// StartingOffsets sets where the query's first batch starts (default
+// Earliest()). It matters only once: later batches start where the
+// previous one ended, as recorded in the engine's offset log.
+func StartingOffsets(s StartingPosition) Option {
+	return func(c *config) { c.start = s }
+}
+
+// MaxOffsetsPerTrigger caps the number of offsets one batch covers, spread
+// across partitions in proportion to their lag, each lagging partition
+// getting at least one offset when n allows (default 0: no cap).
+func MaxOffsetsPerTrigger(n int64) Option {
+	return func(c *config) { c.maxPerTrigger = n }
+}
+
+// ReadUncommitted reads records of open and aborted transactions too, and
+// takes the high watermark as a partition's end. The default is
+// read_committed: only committed records, and the last stable offset as the
+// end.
+func ReadUncommitted() Option {
+	return func(c *config) { c.readCommitted = false }
+}
+
+// FailOnDataLoss chooses what happens when records the query must read are
+// gone (below the log start offset, or the topic or partition deleted):
+// true (the default) fails with a *DataLossError; false skips the gap,
+// logs it and counts it in Stats.
+func FailOnDataLoss(fail bool) Option {
+	return func(c *config) { c.failOnDataLoss = fail }
+}
+
+// Logger sets the logger for skipped gaps and dead letters (default: none).
+func Logger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// TLS dials the brokers with this TLS configuration.
+func TLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg }
+}
+
+// SASL authenticates with this mechanism (plain, scram, ...).
+func SASL(m sasl.Mechanism) Option {
+	return func(c *config) { c.sasl = m }
+}
+
+// ClientOpts passes further options to the franz-go client, after ours.
+func ClientOpts(opts ...kgo.Opt) Option {
+	return func(c *config) { c.extra = append(c.extra, opts...) }
+}
+
+// ValueRaw emits the value as a binary column "value" (the default).
+func ValueRaw() Option {
+	return func(c *config) { c.decoder, c.jsonSchema = decodeRaw, nil }
+}
+
+// ValueString emits the value as a utf8 column "value"; a value that is not
+// valid UTF-8 does not decode.
+func ValueString() Option {
+	return func(c *config) { c.decoder, c.jsonSchema = decodeString, nil }
+}
+
+// ValueJSON decodes each value as a JSON object into the fields of schema,
+// which become top-level columns beside the metadata columns. Supported
+// field types: utf8, int64 (a JSON integer, such as cents), int32, float64,
+// boolean, binary (base64 string), timestamp of any unit (an RFC 3339
+// string such as "2026-11-30T10:00:00.123Z"; a fraction finer than the unit
+// does not decode). A missing or null field is null when the field is
+// nullable and does not decode otherwise. Fields of the object that the
+// schema does not name are ignored.
+func ValueJSON(schema *arrow.Schema) Option {
+	return func(c *config) { c.decoder, c.jsonSchema = decodeJSON, schema }
+}
+
+// DeadLetterTopic sends values that do not decode to this topic instead of
+// failing the batch (see the package documentation).
+func DeadLetterTopic(topic string) Option {
+	return func(c *config) { c.deadTopic = topic }
+}
+
+// DeadLetterDir writes values that do not decode to JSON-lines files in dir
+// instead of failing the batch (see the package documentation).
+func DeadLetterDir(dir string) Option {
+	return func(c *config) { c.deadDir = dir }
+}
+
+// Allocator sets the Arrow allocator of emitted records (default
+// memory.DefaultAllocator).
+func Allocator(mem memory.Allocator) Option {
+	return func(c *config) {
+		if mem != nil {
+			c.mem = mem
+		}
+	}
+}
+
+// RowsPerRecord caps the rows of one emitted Arrow record (default 8192).
+func RowsPerRecord(n int) Option {
+	return func(c *config) { c.rowsPerRecord = n }
+}
+
+func (c *config) validate() error {
+	var problems []string
+	if len(c.brokers) == 0 {
+		problems = append(problems, "no brokers")
+	}
+	if c.patternErr != nil {
+		problems = append(problems, fmt.Sprintf("topic pattern: %v", c.patternErr))
+	}
+	if (len(c.topics) == 0) == (c.pattern == nil && c.patternErr == nil) {
+		problems = append(problems, "exactly one of Topics and TopicPattern is required")
+	}
+	for _, t := range c.topics {
+		if t == "" {
+			problems = append(problems, "empty topic name")
+		}
+	}
+	if c.maxPerTrigger < 0 {
+		problems = append(problems, fmt.Sprintf("MaxOffsetsPerTrigger %d is negative", c.maxPerTrigger))
+	}
+	if c.rowsPerRecord <= 0 {
+		problems = append(problems, fmt.Sprintf("RowsPerRecord %d must be positive", c.rowsPerRecord))
+	}
+	if c.deadTopic != "" && c.deadDir != "" {
+		problems = append(problems, "at most one of DeadLetterTopic and DeadLetterDir")
+	}
+	if c.start.kind == startSpecific {
+		if _, err := parseOffsets(c.start.specific, true); err != nil {
+			problems = append(problems, fmt.Sprintf("starting offsets: %v", err))
+		}
+	}
+	if c.decoder == decodeJSON {
+		if c.jsonSchema == nil {
+			problems = append(problems, "ValueJSON needs a schema")
+		} else {
+			for _, f := range c.jsonSchema.Fields() {
+				if !jsonTypeSupported(f.Type) {
+					problems = append(problems, fmt.Sprintf("ValueJSON field %q: type %s not supported", f.Name, f.Type))
+				}
+				if isMetaColumn(f.Name) {
+					problems = append(problems, fmt.Sprintf("ValueJSON field %q collides with a metadata column", f.Name))
+				}
+			}
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	msg := problems[0]
+	for _, p := range problems[1:] {
+		msg += "; " + p
+	}
+	return fmt.Errorf("%w: %s", ErrConfig, msg)
+}

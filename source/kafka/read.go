@@ -1,0 +1,309 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	fetchWait      = 200 * time.Millisecond
+	maxRetries     = 25 // transient broker errors in a row before giving up
+	maxIdleFetches = 25 // fetches in a row that make no progress below the end
+)
+
+// Read emits the records of [start, end): partitions in topic, partition
+// order, records in offset order. A partition absent from start is read
+// from offset 0. The range is read with direct fetch requests to each
+// partition's leader, so the end is reached by offsets, not by counting
+// records: transaction markers and aborted records inside the range are
+// skipped by offset, and Read returns once the fetch position reaches end.
+func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
+	st, err := ParseOffsets(start)
+	if err != nil {
+		return fmt.Errorf("kafka: read: start: %w", err)
+	}
+	en, err := ParseOffsets(end)
+	if err != nil {
+		return fmt.Errorf("kafka: read: end: %w", err)
+	}
+	w := newRowWriter(s.c.mem, &s.c, s.schema)
+	defer w.release()
+	var meta *leaders
+	for _, tp := range en.list() {
+		from, ok := st.get(tp.topic, tp.partition)
+		if !ok {
+			from = 0
+		}
+		to := en[tp.topic][tp.partition]
+		if to <= from {
+			continue
+		}
+		if meta == nil {
+			if meta, err = s.loadLeaders(ctx, en.topics()); err != nil {
+				return fmt.Errorf("kafka: read: %w", err)
+			}
+		}
+		if err := s.readRange(ctx, meta, tp, from, to, w, emit); err != nil {
+			return fmt.Errorf("kafka: read %s [%d, %d): %w", tp, from, to, err)
+		}
+	}
+	if err := w.flush(emit); err != nil {
+		return fmt.Errorf("kafka: read: emit: %w", err)
+	}
+	return nil
+}
+
+// leaders caches topic ids and partition leaders from a metadata request.
+type leaders struct {
+	topics []string
+	md     kadm.Metadata
+}
+
+func (s *Source) loadLeaders(ctx context.Context, topics []string) (*leaders, error) {
+	md, err := s.adm.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	return &leaders{topics: topics, md: md}, nil
+}
+
+// lookup returns the leader and topic id, or ok=false if the partition is
+// not in the metadata (deleted, or not yet known).
+func (l *leaders) lookup(tp topicPartition) (leader int32, id [16]byte, ok bool) {
+	td, found := l.md.Topics[tp.topic]
+	if !found || td.Err != nil {
+		return 0, id, false
+	}
+	pd, found := td.Partitions[tp.partition]
+	if !found || pd.Leader < 0 {
+		return 0, id, false
+	}
+	return pd.Leader, td.ID, true
+}
+
+func (s *Source) isolation() kgo.IsolationLevel {
+	if s.c.readCommitted {
+		return kgo.ReadCommitted()
+	}
+	return kgo.ReadUncommitted()
+}
+
+func (s *Source) fetch(ctx context.Context, leader int32, id [16]byte, tp topicPartition, off int64) (*kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(fetchWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = s.c.fetchMaxBytes
+	if s.c.readCommitted {
+		req.IsolationLevel = 1
+	}
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = tp.topic
+	rt.TopicID = id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = tp.partition
+	rp.FetchOffset = off
+	rp.PartitionMaxBytes = s.c.fetchMaxBytes
+	rp.CurrentLeaderEpoch = -1
+	rp.LogStartOffset = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := s.cl.Broker(int(leader)).Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if p := &resp.Topics[i].Partitions[j]; p.Partition == tp.partition {
+				return p, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("fetch response without partition %d", tp.partition)
+}
+
+// readRange reads [from, to) of one partition into w.
+func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition, from, to int64, w *rowWriter, emit func(arrow.RecordBatch) error) error {
+	var (
+		off             = from
+		retries, idle   int
+		dead            []deadLetter
+		lastErr         error
+		refresh         = func() error { m, err := s.loadLeaders(ctx, meta.topics); *meta = *m; return err }
+		backoff         = func() error { return sleep(ctx, time.Duration(min(retries, 10))*20*time.Millisecond) }
+		retryable       = func(err error) error { lastErr = err; retries++; return nil }
+		dataLossMissing = func() error {
+			return s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: off, Available: -1,
+				Reason: "topic or partition deleted"}, to-off)
+		}
+	)
+	for off < to {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if retries > maxRetries {
+			return fmt.Errorf("offset %d: giving up after %d attempts: %w", off, retries, lastErr)
+		}
+		if retries > 0 {
+			if err := backoff(); err != nil {
+				return err
+			}
+			if err := refresh(); err != nil {
+				_ = retryable(err)
+				continue
+			}
+		}
+		leader, id, ok := meta.lookup(tp)
+		if !ok {
+			if td, found := meta.md.Topics[tp.topic]; found && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+				_ = retryable(td.Err)
+				continue
+			}
+			if err := dataLossMissing(); err != nil {
+				return err
+			}
+			off = to
+			break
+		}
+		rp, err := s.fetch(ctx, leader, id, tp, off)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			_ = retryable(err)
+			continue
+		}
+		switch perr := kerr.ErrorForCode(rp.ErrorCode); {
+		case perr == nil:
+		case errors.Is(perr, kerr.OffsetOutOfRange):
+			lso, err := s.earliest(ctx, []string{tp.topic})
+			if err != nil {
+				_ = retryable(err)
+				continue
+			}
+			first, ok := lso.get(tp.topic, tp.partition)
+			if !ok {
+				if err := dataLossMissing(); err != nil {
+					return err
+				}
+				off = to
+				continue
+			}
+			if off < first {
+				if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: off, Available: first,
+					Reason: "records deleted by retention or DeleteRecords"}, min(first, to)-off); err != nil {
+					return err
+				}
+				off = min(first, to)
+				continue
+			}
+			// Above the high watermark: the partition was truncated.
+			if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: to, Available: rp.HighWatermark,
+				Reason: "the partition ends below the batch's end offset (truncated or recreated)"}, to-off); err != nil {
+				return err
+			}
+			off = to
+			continue
+		case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
+			if retries >= 3 {
+				if err := dataLossMissing(); err != nil {
+					return err
+				}
+				off = to
+				continue
+			}
+			_ = retryable(perr)
+			continue
+		default:
+			if ke, ok := errors.AsType[*kerr.Error](perr); ok && ke.Retriable || errors.Is(perr, kerr.NotLeaderForPartition) ||
+				errors.Is(perr, kerr.FencedLeaderEpoch) || errors.Is(perr, kerr.UnknownLeaderEpoch) || errors.Is(perr, kerr.InconsistentTopicID) {
+				_ = retryable(perr)
+				continue
+			}
+			return fmt.Errorf("fetch offset %d: %w", off, perr)
+		}
+		retries = 0
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			Offset:         off,
+			IsolationLevel: s.isolation(),
+			Topic:          tp.topic,
+			Partition:      tp.partition,
+		}, rp, s.decomp, nil)
+		if fp.Err != nil {
+			return fmt.Errorf("fetch offset %d: decode record batch: %w", off, fp.Err)
+		}
+		for _, r := range fp.Records {
+			if r.Offset < off {
+				continue
+			}
+			if r.Offset >= to {
+				next = to
+				break
+			}
+			if field, reason, ok := w.decode(r); !ok {
+				de := &DecodeError{Topic: tp.topic, Partition: tp.partition, Offset: r.Offset, Field: field, Reason: reason}
+				if s.c.deadTopic == "" && s.c.deadDir == "" {
+					return de
+				}
+				dead = append(dead, deadLetter{rec: r, err: de})
+				continue
+			}
+			w.append(r)
+			if w.rows >= s.c.rowsPerRecord {
+				if err := w.flush(emit); err != nil {
+					return fmt.Errorf("emit: %w", err)
+				}
+			}
+		}
+		if next > off {
+			off = next
+			idle = 0
+			continue
+		}
+		// No progress: the range is not (or no longer) available.
+		stable := rp.HighWatermark
+		if s.c.readCommitted {
+			stable = rp.LastStableOffset
+		}
+		idle++
+		if idle >= maxIdleFetches && stable >= 0 && stable < to {
+			if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: to, Available: stable,
+				Reason: "the partition's readable end stays below the batch's end offset"}, to-off); err != nil {
+				return err
+			}
+			off = to
+		}
+	}
+	if len(dead) > 0 {
+		if err := s.writeDeadLetters(ctx, tp, from, to, dead); err != nil {
+			return fmt.Errorf("dead letters: %w", err)
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

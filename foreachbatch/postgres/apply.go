@@ -1,0 +1,334 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cespare/xxhash/v2"
+	"github.com/jackc/pgx/v5"
+)
+
+// applier writes the rows of one batch into the target table inside a
+// transaction it is given: COPY into a temporary stage table, then one
+// INSERT … SELECT … ON CONFLICT from the stage.
+type applier struct {
+	target       table
+	stage        string // temporary table name, in pg_temp
+	keys         []string
+	merge        map[string]MergeOp
+	createTables bool
+
+	mu   sync.Mutex
+	last *plan // plan of the last schema seen
+}
+
+func newApplier(target table, cfg *config) *applier {
+	return &applier{
+		target:       target,
+		stage:        "onceflow_stage_" + strconv.FormatUint(xxhash.Sum64String(target.sql()), 16),
+		keys:         cfg.keys,
+		merge:        cfg.merge,
+		createTables: cfg.createTables,
+	}
+}
+
+// plan is everything derived from one output schema and the table's columns.
+type plan struct {
+	schema   *arrow.Schema
+	cols     []string
+	conv     []func(a arrow.Array, i int) any
+	keyIdx   []int // field indexes of the key columns; checked for duplicates unless preAgg
+	preAgg   bool  // every non-key column is an add merge: duplicates are summed
+	stageSQL string
+	insert   string
+}
+
+// planFor returns the plan for schema, reading the catalog through q the
+// first time a schema is seen (and creating the table under CreateTables).
+func (ap *applier) planFor(ctx context.Context, q querier, schema *arrow.Schema) (*plan, error) {
+	ap.mu.Lock()
+	p := ap.last
+	ap.mu.Unlock()
+	if p != nil && (p.schema == schema || p.schema.Equal(schema)) {
+		return p, nil
+	}
+	p, err := ap.buildPlan(ctx, q, schema)
+	if err != nil {
+		return nil, err
+	}
+	ap.mu.Lock()
+	ap.last = p
+	ap.mu.Unlock()
+	return p, nil
+}
+
+func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schema) (*plan, error) {
+	tname := ap.target.sql()
+	fields := schema.Fields()
+	byName := make(map[string]int, len(fields))
+	for i, f := range fields {
+		if _, dup := byName[f.Name]; dup {
+			return nil, fmt.Errorf("%w: output schema has two columns named %q", ErrSchemaMismatch, f.Name)
+		}
+		byName[f.Name] = i
+	}
+	for _, k := range ap.keys {
+		if _, ok := byName[k]; !ok {
+			return nil, fmt.Errorf("%w: key column %q is not in the output schema of table %s", ErrSchemaMismatch, k, tname)
+		}
+	}
+	nonKey, adds := 0, 0
+	for _, f := range fields {
+		if isKey(ap.keys, f.Name) {
+			continue
+		}
+		nonKey++
+		if ap.merge[f.Name] == MergeAdd {
+			adds++
+			if !numeric(f.Type) {
+				return nil, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String(), PGType: "(add merge)",
+					Reason: "an add merge needs a numeric column"}
+			}
+		}
+	}
+	for col := range ap.merge {
+		if _, ok := byName[col]; !ok {
+			return nil, fmt.Errorf("%w: merge column %q is not in the output schema of table %s", ErrSchemaMismatch, col, tname)
+		}
+	}
+
+	cols, exists, err := describe(ctx, q, ap.target)
+	if err != nil {
+		return nil, err
+	}
+	if !exists && ap.createTables {
+		ddl, err := createTargetSQL(ap.target, schema, ap.keys)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := q.Exec(ctx, ddl); err != nil {
+			return nil, fmt.Errorf("create table %s: %w", tname, err)
+		}
+		cols, exists, err = describe(ctx, q, ap.target)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !exists {
+		return nil, fmt.Errorf("%w: table %s does not exist (or is not on the search_path)", ErrSchemaMismatch, tname)
+	}
+	p := &plan{schema: schema, preAgg: len(ap.keys) > 0 && adds > 0 && adds == nonKey}
+	for _, f := range fields {
+		var c *pgColumn
+		for i := range cols {
+			if cols[i].name == f.Name {
+				c = &cols[i]
+				break
+			}
+		}
+		if c == nil {
+			return nil, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String()}
+		}
+		if err := checkColumn(tname, f, *c); err != nil {
+			return nil, err
+		}
+		p.cols = append(p.cols, f.Name)
+		p.conv = append(p.conv, converter(f.Type, c.typname))
+	}
+	if len(ap.keys) > 0 {
+		ok, err := hasUniqueIndex(ctx, q, ap.target, ap.keys)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: table %s has no unique index or primary key on exactly (%s), which the upsert needs",
+				ErrSchemaMismatch, tname, quoteAll(ap.keys))
+		}
+		if !p.preAgg {
+			for _, k := range ap.keys {
+				p.keyIdx = append(p.keyIdx, byName[k])
+			}
+		}
+	}
+	stage := pgx.Identifier{"pg_temp", ap.stage}.Sanitize()
+	p.stageSQL = "DROP TABLE IF EXISTS " + stage + "; CREATE TEMPORARY TABLE " + quote(ap.stage) +
+		" ON COMMIT DROP AS SELECT " + quoteAll(p.cols) + " FROM " + tname + " WITH NO DATA"
+	p.insert = ap.insertSQL(p, stage)
+	return p, nil
+}
+
+func (ap *applier) insertSQL(p *plan, stage string) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(ap.target.sql())
+	b.WriteString(" AS dst (")
+	b.WriteString(quoteAll(p.cols))
+	b.WriteString(") SELECT ")
+	for i, c := range p.cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if p.preAgg && !isKey(ap.keys, c) {
+			b.WriteString("sum(" + quote(c) + ")")
+		} else {
+			b.WriteString(quote(c))
+		}
+	}
+	b.WriteString(" FROM ")
+	b.WriteString(stage)
+	if p.preAgg {
+		b.WriteString(" GROUP BY ")
+		b.WriteString(quoteAll(ap.keys))
+	}
+	if len(ap.keys) == 0 {
+		return b.String()
+	}
+	b.WriteString(" ON CONFLICT (")
+	b.WriteString(quoteAll(ap.keys))
+	b.WriteString(") DO ")
+	var sets []string
+	for _, c := range p.cols {
+		if isKey(ap.keys, c) {
+			continue
+		}
+		qc := quote(c)
+		if ap.merge[c] == MergeAdd {
+			// A NULL on one side counts as absent; NULL on both stays NULL.
+			sets = append(sets, qc+" = COALESCE(dst."+qc+" + EXCLUDED."+qc+", dst."+qc+", EXCLUDED."+qc+")")
+		} else {
+			sets = append(sets, qc+" = EXCLUDED."+qc)
+		}
+	}
+	if len(sets) == 0 {
+		b.WriteString("NOTHING")
+	} else {
+		b.WriteString("UPDATE SET ")
+		b.WriteString(strings.Join(sets, ", "))
+	}
+	return b.String()
+}
+
+// apply writes the rows through tx and returns how many rows it staged.
+func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) (int64, error) {
+	var total int64
+	for _, r := range records {
+		total += r.NumRows()
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	p, err := ap.planFor(ctx, tx, schema)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, p.stageSQL); err != nil {
+		return 0, fmt.Errorf("batch %d: create stage table: %w", batchID, err)
+	}
+	src := &copySource{p: p, recs: records, batchID: batchID, keys: ap.keys, vals: make([]any, len(p.cols))}
+	if len(p.keyIdx) > 0 {
+		src.seen = make(map[string]int64, total)
+	}
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", ap.stage}, p.cols, src)
+	if src.err != nil {
+		return 0, src.err // our own rejection, which the server only echoes
+	}
+	if err != nil {
+		return 0, fmt.Errorf("batch %d: copy rows into stage table: %w", batchID, err)
+	}
+	if _, err := tx.Exec(ctx, p.insert); err != nil {
+		return 0, fmt.Errorf("batch %d: insert into %s: %w", batchID, ap.target.sql(), err)
+	}
+	return n, nil
+}
+
+// copySource feeds the records to COPY row by row, converting each value,
+// and rejects a key seen twice in the batch (unless the plan sums them).
+type copySource struct {
+	p       *plan
+	recs    []arrow.RecordBatch
+	batchID int64
+	keys    []string
+	r, i    int
+	row     int64 // row number within the batch, 0-based
+	started bool
+	vals    []any
+	seen    map[string]int64
+	keyBuf  []byte
+	err     error
+}
+
+func (s *copySource) Next() bool {
+	if s.err != nil {
+		return false
+	}
+	if s.started {
+		s.i++
+		s.row++
+	}
+	s.started = true
+	for s.r < len(s.recs) && int64(s.i) >= s.recs[s.r].NumRows() {
+		s.r++
+		s.i = 0
+	}
+	if s.r >= len(s.recs) {
+		return false
+	}
+	rec := s.recs[s.r]
+	for c := range s.p.cols {
+		s.vals[c] = s.p.conv[c](rec.Column(c), s.i)
+	}
+	if s.seen != nil {
+		s.err = s.checkKey(rec)
+		return s.err == nil
+	}
+	return true
+}
+
+func (s *copySource) checkKey(rec arrow.RecordBatch) error {
+	s.keyBuf = s.keyBuf[:0]
+	for j, fi := range s.p.keyIdx {
+		col := rec.Column(fi)
+		if col.IsNull(s.i) {
+			return fmt.Errorf("batch %d row %d: key column %q is null", s.batchID, s.row, s.keys[j])
+		}
+		v := col.ValueStr(s.i)
+		s.keyBuf = strconv.AppendInt(s.keyBuf, int64(len(v)), 10)
+		s.keyBuf = append(s.keyBuf, ':')
+		s.keyBuf = append(s.keyBuf, v...)
+	}
+	if first, dup := s.seen[string(s.keyBuf)]; dup {
+		parts := make([]string, len(s.p.keyIdx))
+		for j, fi := range s.p.keyIdx {
+			parts[j] = fmt.Sprintf("%s=%s", s.keys[j], rec.Column(fi).ValueStr(s.i))
+		}
+		return fmt.Errorf("%w: batch %d rows %d and %d both have key (%s); set merges need one row per key",
+			ErrDuplicateKey, s.batchID, first, s.row, strings.Join(parts, ", "))
+	}
+	s.seen[string(s.keyBuf)] = s.row
+	return nil
+}
+
+func (s *copySource) Values() ([]any, error) { return s.vals, nil }
+func (s *copySource) Err() error             { return s.err }
+
+func isKey(keys []string, col string) bool {
+	for _, k := range keys {
+		if k == col {
+			return true
+		}
+	}
+	return false
+}
+
+func numeric(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.FLOAT32, arrow.FLOAT64, arrow.DECIMAL128:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,46 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrSchemaMismatch marks every *ColumnError: the target table cannot
+	// take the batch's columns.
+	ErrSchemaMismatch = errors.New("postgres: table does not match the output schema")
+	// ErrDuplicateKey is returned when one batch holds two rows with the same
+	// key and they cannot be combined (see the package documentation).
+	ErrDuplicateKey = errors.New("postgres: duplicate key in one batch")
+	// ErrConfig is returned by the constructors for options that contradict
+	// each other or the sink (an "add" merge on an upsert sink, say).
+	ErrConfig = errors.New("postgres: bad configuration")
+	// ErrRetriesExhausted wraps the last error of a batch transaction that
+	// failed on every allowed attempt.
+	ErrRetriesExhausted = errors.New("postgres: retries exhausted")
+)
+
+// ColumnError names a column of the target table that cannot take the
+// output column of the same name.
+type ColumnError struct {
+	Table     string // the table as written in SQL (quoted)
+	Column    string
+	ArrowType string // "" when the column is missing from the output schema
+	PGType    string // "" when the column is missing from the table
+	Reason    string
+}
+
+func (e *ColumnError) Error() string {
+	switch {
+	case e.PGType == "":
+		return fmt.Sprintf("postgres: table %s has no column %q (output column of type %s)", e.Table, e.Column, e.ArrowType)
+	case e.ArrowType == "":
+		return fmt.Sprintf("postgres: table %s column %q (%s): %s", e.Table, e.Column, e.PGType, e.Reason)
+	default:
+		return fmt.Sprintf("postgres: table %s column %q: output type %s cannot be written to %s: %s",
+			e.Table, e.Column, e.ArrowType, e.PGType, e.Reason)
+	}
+}
+
+// Is makes errors.Is(err, ErrSchemaMismatch) true.
+func (e *ColumnError) Is(target error) bool { return target == ErrSchemaMismatch }

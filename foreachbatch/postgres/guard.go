@@ -1,0 +1,215 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/onceflow/onceflow/internal/fault"
+)
+
+// Result tells what one batch did.
+type Result struct {
+	BatchID  int64
+	Skipped  bool  // the batch (or a later one) was already applied: nothing was written
+	Rows     int64 // rows staged and upserted (0 when skipped)
+	Attempts int   // transaction attempts, 1 unless a retryable failure happened
+}
+
+// Stats counts batches over the life of a Guard or Sink.
+type Stats struct {
+	Applied int64 // batches committed
+	Skipped int64 // batches found already applied
+	Retries int64 // transaction attempts repeated after a retryable failure
+}
+
+type counters struct {
+	applied, skipped, retries atomic.Int64
+}
+
+func (c *counters) stats() Stats {
+	return Stats{Applied: c.applied.Load(), Skipped: c.skipped.Load(), Retries: c.retries.Load()}
+}
+
+// Guard is the offsets-in-sink protocol for one job: a row in the progress
+// table holds the last batch id the job applied, and moves in the same
+// transaction as the batch's effects. Use Run to wrap your own statements
+// (foreachBatch), or NewOffsetsInSink to write whole tables.
+//
+// Safe for concurrent use; two transactions for the same job serialize on
+// the progress row, and the second one sees the batch as applied.
+type Guard struct {
+	pool     *pgxpool.Pool
+	job      string
+	progress table
+	cfg      config
+	scrub    scrubber
+	count    counters
+	retry    retrier
+
+	// afterProgress, when set, runs between the progress update and the
+	// batch's effects (tests cut the connection there).
+	afterProgress func(ctx context.Context, tx pgx.Tx)
+}
+
+// NewGuard returns the guard of job over the progress table (see
+// ProgressTable, TableSchema, CreateTables, Retry, Logger). The pool is the
+// caller's; the guard never closes it.
+func NewGuard(pool *pgxpool.Pool, job string, opts ...Option) (*Guard, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return newGuard(pool, job, cfg)
+}
+
+func newGuard(pool *pgxpool.Pool, job string, cfg config) (*Guard, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrConfig)
+	}
+	if job == "" {
+		return nil, fmt.Errorf("%w: empty job name", ErrConfig)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	g := &Guard{pool: pool, job: job, progress: table{schema: cfg.schema, name: cfg.progress}, cfg: cfg, scrub: newScrubber(pool)}
+	g.retry = retrier{cfg: &g.cfg, scrub: g.scrub, onWait: func() { g.count.retries.Add(1) }}
+	return g, nil
+}
+
+// Start creates the progress table under CreateTables(true), checks its
+// columns, and creates the job's row (batch id -1) if it is missing.
+func (g *Guard) Start(ctx context.Context) error {
+	if g.cfg.createTables {
+		if _, err := g.pool.Exec(ctx, createProgressSQL(g.progress)); err != nil {
+			return g.scrub.err(fmt.Errorf("postgres: create progress table %s: %w", g.progress.sql(), err))
+		}
+	}
+	if err := checkProgress(ctx, g.pool, g.progress); err != nil {
+		return g.scrub.err(fmt.Errorf("postgres: job %q: %w", g.job, err))
+	}
+	if _, err := g.pool.Exec(ctx, "INSERT INTO "+g.progress.sql()+
+		" (job, batch_id, updated_at) VALUES ($1, -1, now()) ON CONFLICT (job) DO NOTHING", g.job); err != nil {
+		return g.scrub.err(fmt.Errorf("postgres: job %q: create progress row: %w", g.job, err))
+	}
+	return nil
+}
+
+// Applied returns the last batch id the job applied, -1 when none.
+func (g *Guard) Applied(ctx context.Context) (int64, error) {
+	var id int64
+	err := g.pool.QueryRow(ctx, "SELECT batch_id FROM "+g.progress.sql()+" WHERE job = $1", g.job).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, g.scrub.err(fmt.Errorf("postgres: job %q: read progress: %w", g.job, err))
+	}
+	return id, nil
+}
+
+// Advance moves the job's progress to batchID inside tx if it is below
+// batchID, creating the row when missing. It returns false when batchID (or
+// a later batch) was already applied: the caller must then write nothing
+// and roll back. Call it first in the transaction: the update locks the
+// progress row until the transaction ends.
+func (g *Guard) Advance(ctx context.Context, tx pgx.Tx, batchID int64) (bool, error) {
+	ok, err := g.advance(ctx, tx, batchID)
+	if err != nil {
+		return false, g.scrub.err(fmt.Errorf("postgres: %w", err))
+	}
+	return ok, nil
+}
+
+func (g *Guard) advance(ctx context.Context, tx pgx.Tx, batchID int64) (bool, error) {
+	if batchID < 0 {
+		return false, fmt.Errorf("job %q: batch id %d is negative", g.job, batchID)
+	}
+	tag, err := tx.Exec(ctx, "UPDATE "+g.progress.sql()+
+		" SET batch_id = $2, updated_at = now() WHERE job = $1 AND batch_id < $2", g.job, batchID)
+	if err != nil {
+		return false, fmt.Errorf("job %q batch %d: advance progress: %w", g.job, batchID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	// No row moved: either the job has no row yet, or it is at batchID or
+	// beyond. Inserting decides which; a concurrent insert of the same job
+	// makes ours do nothing, and then the batch belongs to the other one.
+	tag, err = tx.Exec(ctx, "INSERT INTO "+g.progress.sql()+
+		" (job, batch_id, updated_at) VALUES ($1, $2, now()) ON CONFLICT (job) DO NOTHING", g.job, batchID)
+	if err != nil {
+		return false, fmt.Errorf("job %q batch %d: create progress row: %w", g.job, batchID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Run applies batch batchID exactly once: in one transaction it advances the
+// progress (Advance), calls fn with the transaction unless the batch was
+// already applied, and commits. fn must do all its writes through tx and
+// nothing else with side effects outside the database, since it may run
+// again after a retryable failure (lost connection, 57P01, 40001, 40P01; see
+// Retry). When the retries run out the error is returned; running the batch
+// again later is safe.
+func (g *Guard) Run(ctx context.Context, batchID int64, fn func(ctx context.Context, tx pgx.Tx) error) (Result, error) {
+	res := Result{BatchID: batchID}
+	n, err := g.retry.do(ctx, fmt.Sprintf("job %q batch %d", g.job, batchID), func(ctx context.Context) error {
+		skipped, err := g.attempt(ctx, batchID, fn)
+		res.Skipped = skipped
+		return err
+	})
+	res.Attempts = n
+	if err != nil {
+		return res, g.scrub.err(fmt.Errorf("postgres: %w", err))
+	}
+	if res.Skipped {
+		g.count.skipped.Add(1)
+		g.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "postgres: batch already applied, skipped",
+			slog.String("job", g.job), slog.Int64("batch", batchID))
+	} else {
+		g.count.applied.Add(1)
+	}
+	return res, nil
+}
+
+func (g *Guard) attempt(ctx context.Context, batchID int64, fn func(ctx context.Context, tx pgx.Tx) error) (skipped bool, err error) {
+	fault.Point("pg-before-begin")
+	tx, err := g.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil || skipped {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	ok, err := g.advance(ctx, tx, batchID)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return true, nil
+	}
+	fault.Point("pg-after-progress")
+	if g.afterProgress != nil {
+		g.afterProgress(ctx, tx)
+	}
+	if err := fn(ctx, tx); err != nil {
+		return false, err
+	}
+	fault.Point("pg-after-rows")
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	fault.Point("pg-after-commit")
+	return false, nil
+}
+
+// Stats returns the guard's counters.
+func (g *Guard) Stats() Stats { return g.count.stats() }

@@ -1,0 +1,164 @@
+package postgres
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// MergeOp says how an incoming value combines with the value already stored
+// under the same key.
+type MergeOp int
+
+const (
+	// MergeSet overwrites the stored value (SET c = EXCLUDED.c): the row
+	// carries the column's full new value. The default for every column.
+	MergeSet MergeOp = iota
+	// MergeAdd adds the incoming value to the stored one
+	// (SET c = t.c + EXCLUDED.c, a NULL on either side counting as absent):
+	// the row carries a delta. Only safe under the progress guard of
+	// NewOffsetsInSink; NewUpsert refuses it.
+	MergeAdd
+)
+
+func (m MergeOp) String() string {
+	switch m {
+	case MergeSet:
+		return "set"
+	case MergeAdd:
+		return "add"
+	default:
+		return fmt.Sprintf("MergeOp(%d)", int(m))
+	}
+}
+
+// Default values of the options.
+const (
+	DefaultProgressTable  = "onceflow_progress"
+	DefaultMaxAttempts    = 5
+	DefaultInitialBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff     = 5 * time.Second
+)
+
+type config struct {
+	schema       string
+	progress     string
+	progressSet  bool
+	keys         []string
+	merge        map[string]MergeOp
+	mergeOrder   []string // columns in the order merges were given, for messages
+	createTables bool
+	logger       *slog.Logger
+
+	maxAttempts    int
+	initialBackoff time.Duration
+	maxBackoff     time.Duration
+}
+
+func defaults() config {
+	return config{
+		progress:       DefaultProgressTable,
+		merge:          map[string]MergeOp{},
+		logger:         slog.New(slog.DiscardHandler),
+		maxAttempts:    DefaultMaxAttempts,
+		initialBackoff: DefaultInitialBackoff,
+		maxBackoff:     DefaultMaxBackoff,
+	}
+}
+
+// Option configures NewOffsetsInSink, NewUpsert and NewGuard.
+type Option func(*config)
+
+// TableSchema qualifies the target and progress tables with a PostgreSQL
+// schema. Default: none, so the connection's search_path decides. Table and
+// schema names are identifiers, never SQL: "a.b" is a table named "a.b".
+func TableSchema(name string) Option { return func(c *config) { c.schema = name } }
+
+// ProgressTable names the progress table of the offsets-in-sink guard.
+// Default: DefaultProgressTable ("onceflow_progress"). Several jobs may share
+// one progress table: each has its own row. Not valid for NewUpsert.
+func ProgressTable(name string) Option {
+	return func(c *config) { c.progress, c.progressSet = name, true }
+}
+
+// KeyColumns names the columns that identify a row of the target table; they
+// must carry a unique index (a primary key, say), which ON CONFLICT uses.
+// Default: none, so rows are inserted without ON CONFLICT (append). Required
+// by NewUpsert and by MergeAdd.
+func KeyColumns(cols ...string) Option {
+	return func(c *config) { c.keys = append([]string(nil), cols...) }
+}
+
+// Merge sets how the named non-key columns combine with stored values.
+// Default: MergeSet for every column.
+func Merge(op MergeOp, cols ...string) Option {
+	return func(c *config) {
+		for _, col := range cols {
+			if _, ok := c.merge[col]; !ok {
+				c.mergeOrder = append(c.mergeOrder, col)
+			}
+			c.merge[col] = op
+		}
+	}
+}
+
+// CreateTables makes Start create the progress table, and ValidateSchema
+// the target table (columns typed from the output schema, the key columns as
+// primary key), when they do not exist. Default: false; missing tables are an
+// error.
+func CreateTables(on bool) Option { return func(c *config) { c.createTables = on } }
+
+// Logger receives one line per skipped batch and per retried attempt.
+// Default: nothing is logged.
+func Logger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// Retry bounds the retries of a batch transaction that failed on a lost
+// connection, an administrator shutdown (57P01), a serialization failure
+// (40001) or a deadlock (40P01): at most maxAttempts attempts in all, waiting
+// initial, 2×initial, … capped at max between them. Defaults:
+// DefaultMaxAttempts (5), DefaultInitialBackoff (100ms), DefaultMaxBackoff
+// (5s). maxAttempts 1 disables retries.
+func Retry(maxAttempts int, initial, max time.Duration) Option {
+	return func(c *config) { c.maxAttempts, c.initialBackoff, c.maxBackoff = maxAttempts, initial, max }
+}
+
+func (c *config) validate() error {
+	if c.maxAttempts < 1 {
+		return fmt.Errorf("%w: Retry maxAttempts %d: want at least 1", ErrConfig, c.maxAttempts)
+	}
+	if c.initialBackoff < 0 || c.maxBackoff < c.initialBackoff {
+		return fmt.Errorf("%w: Retry backoff %v..%v: want 0 <= initial <= max", ErrConfig, c.initialBackoff, c.maxBackoff)
+	}
+	if c.progress == "" {
+		return fmt.Errorf("%w: empty ProgressTable name", ErrConfig)
+	}
+	seen := map[string]bool{}
+	for _, k := range c.keys {
+		if k == "" {
+			return fmt.Errorf("%w: empty key column name", ErrConfig)
+		}
+		if seen[k] {
+			return fmt.Errorf("%w: key column %q given twice", ErrConfig, k)
+		}
+		seen[k] = true
+	}
+	for _, col := range c.mergeOrder {
+		op := c.merge[col]
+		if op != MergeSet && op != MergeAdd {
+			return fmt.Errorf("%w: column %q: unknown merge %v", ErrConfig, col, op)
+		}
+		if seen[col] {
+			return fmt.Errorf("%w: column %q is a key column and cannot have a merge", ErrConfig, col)
+		}
+		if op == MergeAdd && len(c.keys) == 0 {
+			return fmt.Errorf("%w: column %q: an add merge needs KeyColumns", ErrConfig, col)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// retryable tells whether a failed batch transaction may be run again from
+// the start: the connection was lost, the server shut the session down, or
+// the transaction lost a serialization or deadlock race. Running it again is
+// safe because the transaction either committed (then the progress guard
+// skips it) or left no trace.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", // serialization_failure
+			"40P01", // deadlock_detected
+			"57P01", // admin_shutdown
+			"57P02", // crash_shutdown
+			"57P03": // cannot_connect_now
+			return true
+		}
+		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08" // connection_exception
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
+// backoff returns the wait before attempt n+1 after n failed attempts.
+func backoff(cfg *config, n int) time.Duration {
+	d := cfg.initialBackoff
+	for i := 1; i < n && d < cfg.maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, cfg.maxBackoff)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// retrier runs one batch transaction until it succeeds, fails for good, or
+// runs out of attempts.
+type retrier struct {
+	cfg    *config
+	scrub  scrubber
+	sleep  func(ctx context.Context, d time.Duration) error // test knob; sleepCtx
+	onWait func()                                           // counts retries
+}
+
+// do runs attempt until it returns nil or a non-retryable error, at most
+// cfg.maxAttempts times. It returns how many attempts ran.
+func (r *retrier) do(ctx context.Context, what string, attempt func(ctx context.Context) error) (int, error) {
+	for n := 1; ; n++ {
+		err := attempt(ctx)
+		if err == nil {
+			return n, nil
+		}
+		err = r.scrub.err(err)
+		if !retryable(err) || ctx.Err() != nil {
+			return n, err
+		}
+		if n >= r.cfg.maxAttempts {
+			return n, fmt.Errorf("%w: %s: %d attempts: %w", ErrRetriesExhausted, what, n, err)
+		}
+		d := backoff(r.cfg, n)
+		r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "postgres: batch transaction failed, retrying",
+			slog.String("what", what), slog.Int("attempt", n), slog.Duration("backoff", d), slog.String("error", err.Error()))
+		if r.onWait != nil {
+			r.onWait()
+		}
+		sleep := r.sleep
+		if sleep == nil {
+			sleep = sleepCtx
+		}
+		if serr := sleep(ctx, d); serr != nil {
+			return n, fmt.Errorf("%s: wait to retry: %w (last error: %w)", what, serr, err)
+		}
+	}
+}

@@ -1,0 +1,535 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/onceflow/onceflow/internal/testenv"
+)
+
+func TestOffsetsInSinkExactlyOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []Option
+		batch [][2][]int64 // per batch: keys, values
+		want  map[int64]int64
+	}{
+		{
+			name:  "add merge sums deltas",
+			opts:  []Option{KeyColumns("k"), Merge(MergeAdd, "total")},
+			batch: [][2][]int64{{{1, 2}, {10, 20}}, {{1, 3}, {5, 7}}, {{2}, {1}}},
+			want:  map[int64]int64{1: 15, 2: 21, 3: 7},
+		},
+		{
+			name:  "set merge keeps the last full value",
+			opts:  []Option{KeyColumns("k")},
+			batch: [][2][]int64{{{1, 2}, {10, 20}}, {{1, 3}, {15, 7}}, {{2}, {21}}},
+			want:  map[int64]int64{1: 15, 2: 21, 3: 7},
+		},
+		{
+			name:  "append without keys",
+			opts:  nil,
+			batch: [][2][]int64{{{1, 2}, {10, 20}}, {{3}, {7}}},
+			want:  map[int64]int64{1: 10, 2: 20, 3: 7},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := testenv.PG(t)
+			ctx := ctxT(t)
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			s, err := NewOffsetsInSink(pool, "job1", "totals", append(tc.opts, CreateTables(true))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(ctx, "q"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ValidateSchema(kvSchema); err != nil {
+				t.Fatal(err)
+			}
+			for id, b := range tc.batch {
+				vals := make([]*int64, len(b[1]))
+				for i, v := range b[1] {
+					vals[i] = i64(v)
+				}
+				rec := kvRecord(t, mem, kvSchema, b[0], vals)
+				// Every batch is delivered three times, as after two crashes.
+				for try := range 3 {
+					res, err := s.Write(ctx, int64(id), kvSchema, []arrow.RecordBatch{rec})
+					if err != nil {
+						t.Fatalf("batch %d try %d: %v", id, try, err)
+					}
+					if res.Skipped != (try > 0) {
+						t.Fatalf("batch %d try %d: skipped=%v", id, try, res.Skipped)
+					}
+					if !res.Skipped && res.Rows != int64(len(b[0])) {
+						t.Fatalf("batch %d: rows %d, want %d", id, res.Rows, len(b[0]))
+					}
+				}
+				// An older batch arriving late is skipped too.
+				if id > 0 {
+					res, err := s.Write(ctx, int64(id-1), kvSchema, []arrow.RecordBatch{rec})
+					if err != nil || !res.Skipped {
+						t.Fatalf("late batch %d: %+v %v", id-1, res, err)
+					}
+				}
+				rec.Release()
+			}
+			got := totals(t, pool, "totals")
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d rows, want %d", len(got), len(tc.want))
+			}
+			for k, v := range tc.want {
+				if got[k] == nil || *got[k] != v {
+					t.Errorf("k=%d: got %v, want %d", k, got[k], v)
+				}
+			}
+			n := int64(len(tc.batch))
+			if st := s.Stats(); st.Applied != n || st.Skipped != 2*n+n-1 {
+				t.Errorf("stats %+v, want %d applied, %d skipped", st, n, 3*n-1)
+			}
+			if p := progressOf(t, pool, "onceflow_progress", "job1"); p != n-1 {
+				t.Errorf("progress %d, want %d", p, n-1)
+			}
+			if a, err := s.Guard().Applied(ctx); err != nil || a != n-1 {
+				t.Errorf("Applied = %d, %v", a, err)
+			}
+		})
+	}
+}
+
+func TestSkippedIsLogged(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	var buf strings.Builder
+	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true), Logger(newTextLogger(&buf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := kvRecord(t, mem, kvSchema, []int64{1}, []*int64{i64(1)})
+	defer rec.Release()
+	for range 2 {
+		if err := s.AddBatch(ctx, 5, kvSchema, []arrow.RecordBatch{rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(buf.String(), "already applied") || !strings.Contains(buf.String(), "batch=5") {
+		t.Errorf("log does not report the skip: %q", buf.String())
+	}
+	if st := s.Stats(); st.Skipped != 1 || st.Applied != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestEmptyBatchAdvancesProgress(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ValidateSchema(kvSchema); err != nil {
+		t.Fatal(err)
+	}
+	if p := progressOf(t, pool, "onceflow_progress", "j"); p != -1 {
+		t.Fatalf("fresh progress %d, want -1", p)
+	}
+	if err := s.AddBatch(ctx, 0, kvSchema, nil); err != nil {
+		t.Fatal(err)
+	}
+	if p := progressOf(t, pool, "onceflow_progress", "j"); p != 0 {
+		t.Fatalf("progress %d, want 0", p)
+	}
+}
+
+func TestTwoJobsShareProgressTable(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	a, err := NewOffsetsInSink(pool, "a", "ta", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), ProgressTable("shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewOffsetsInSink(pool, "b", "tb", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), ProgressTable("shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Sink{a, b} {
+		if err := s.Start(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := kvRecord(t, mem, kvSchema, []int64{1}, []*int64{i64(1)})
+	defer rec.Release()
+	// a runs batches 0..4; b only 0..1: each job's progress is its own.
+	for id := range int64(5) {
+		if err := a.AddBatch(ctx, id, kvSchema, []arrow.RecordBatch{rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := range int64(2) {
+		res, err := b.Write(ctx, id, kvSchema, []arrow.RecordBatch{rec})
+		if err != nil || res.Skipped {
+			t.Fatalf("b batch %d: %+v %v", id, res, err)
+		}
+	}
+	if got := totals(t, pool, "ta")[1]; got == nil || *got != 5 {
+		t.Errorf("ta total %v, want 5", got)
+	}
+	if got := totals(t, pool, "tb")[1]; got == nil || *got != 2 {
+		t.Errorf("tb total %v, want 2", got)
+	}
+	if pa, pb := progressOf(t, pool, "shared", "a"), progressOf(t, pool, "shared", "b"); pa != 4 || pb != 1 {
+		t.Errorf("progress a=%d b=%d, want 4 and 1", pa, pb)
+	}
+}
+
+func TestAddMergeNulls(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	batches := []arrow.RecordBatch{
+		kvRecord(t, mem, kvSchema, []int64{1, 2, 3}, []*int64{nil, i64(4), nil}),
+		kvRecord(t, mem, kvSchema, []int64{1, 2, 3}, []*int64{i64(3), nil, nil}),
+	}
+	for id, r := range batches {
+		if err := s.AddBatch(ctx, int64(id), kvSchema, []arrow.RecordBatch{r}); err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	got := totals(t, pool, "totals")
+	if got[1] == nil || *got[1] != 3 || got[2] == nil || *got[2] != 4 || got[3] != nil {
+		t.Errorf("got 1=%v 2=%v 3=%v, want 3, 4, NULL", got[1], got[2], got[3])
+	}
+}
+
+func TestDuplicateKeysInBatch(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	t.Run("set merge fails naming the key", func(t *testing.T) {
+		pool := testenv.PG(t)
+		ctx := ctxT(t)
+		s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
+		rec := kvRecord(t, mem, kvSchema, []int64{1, 7, 7}, []*int64{i64(1), i64(2), i64(3)})
+		defer rec.Release()
+		err = s.AddBatch(ctx, 0, kvSchema, []arrow.RecordBatch{rec})
+		if !errors.Is(err, ErrDuplicateKey) || !strings.Contains(err.Error(), "k=7") || !strings.Contains(err.Error(), "rows 1 and 2") {
+			t.Fatalf("err = %v, want ErrDuplicateKey naming k=7, rows 1 and 2", err)
+		}
+		if p := progressOf(t, pool, "onceflow_progress", "j"); p != -1 {
+			t.Errorf("progress moved to %d on a failed batch", p)
+		}
+	})
+	t.Run("add merge sums within the batch", func(t *testing.T) {
+		pool := testenv.PG(t)
+		ctx := ctxT(t)
+		s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
+		r1 := kvRecord(t, mem, kvSchema, []int64{7, 1}, []*int64{i64(2), i64(1)})
+		r2 := kvRecord(t, mem, kvSchema, []int64{7}, []*int64{i64(3)})
+		defer r1.Release()
+		defer r2.Release()
+		if err := s.AddBatch(ctx, 0, kvSchema, []arrow.RecordBatch{r1, r2}); err != nil {
+			t.Fatal(err)
+		}
+		if got := totals(t, pool, "totals")[7]; got == nil || *got != 5 {
+			t.Errorf("k=7 total %v, want 5", got)
+		}
+	})
+}
+
+func TestUpsert(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	mustExec(t, pool, "CREATE TABLE totals (k bigint PRIMARY KEY, total bigint)")
+	s, err := NewUpsert(pool, "totals", KeyColumns("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ValidateSchema(kvSchema); err != nil {
+		t.Fatal(err)
+	}
+	r0 := kvRecord(t, mem, kvSchema, []int64{1, 2}, []*int64{i64(10), i64(20)})
+	r1 := kvRecord(t, mem, kvSchema, []int64{1}, []*int64{i64(11)})
+	defer r0.Release()
+	defer r1.Release()
+	for _, step := range []struct {
+		id  int64
+		rec arrow.RecordBatch
+	}{{0, r0}, {0, r0}, {1, r1}, {1, r1}} {
+		if err := s.AddBatch(ctx, step.id, kvSchema, []arrow.RecordBatch{step.rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := totals(t, pool, "totals")
+	if len(got) != 2 || *got[1] != 11 || *got[2] != 20 {
+		t.Errorf("got %v", got)
+	}
+	if s.Guarantee() != ExactlyOnce || s.Guard() != nil {
+		t.Error("upsert sink: wrong guarantee or guard")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	pool := testenv.PG(t)
+	for _, tc := range []struct {
+		name string
+		mk   func() (*Sink, error)
+		want string
+	}{
+		{"upsert refuses add", func() (*Sink, error) {
+			return NewUpsert(pool, "t", KeyColumns("k"), Merge(MergeAdd, "total"))
+		}, `column "total" has an add merge`},
+		{"upsert needs keys", func() (*Sink, error) { return NewUpsert(pool, "t") }, "needs KeyColumns"},
+		{"upsert has no progress", func() (*Sink, error) {
+			return NewUpsert(pool, "t", KeyColumns("k"), ProgressTable("p"))
+		}, "keeps no progress table"},
+		{"add needs keys", func() (*Sink, error) {
+			return NewOffsetsInSink(pool, "j", "t", Merge(MergeAdd, "total"))
+		}, "needs KeyColumns"},
+		{"merge on key", func() (*Sink, error) {
+			return NewOffsetsInSink(pool, "j", "t", KeyColumns("k"), Merge(MergeAdd, "k"))
+		}, "is a key column"},
+		{"empty job", func() (*Sink, error) { return NewOffsetsInSink(pool, "", "t") }, "empty job"},
+		{"bad retry", func() (*Sink, error) { return NewOffsetsInSink(pool, "j", "t", Retry(0, 0, 0)) }, "maxAttempts 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.mk()
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrConfig containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSchemaMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ddl    string
+		schema *arrow.Schema
+		keys   []string
+		want   []string // substrings of the error
+	}{
+		{"missing column", "CREATE TABLE t (k bigint PRIMARY KEY)", kvSchema, []string{"k"},
+			[]string{`"total"`, "int64", "has no column"}},
+		{"narrower integer", "CREATE TABLE t (k bigint PRIMARY KEY, total integer)", kvSchema, []string{"k"},
+			[]string{`"total"`, "int64", "integer"}},
+		{"text into bigint", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint)",
+			arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}, {Name: "total", Type: arrow.BinaryTypes.String}}, nil),
+			[]string{"k"}, []string{`"total"`, "utf8", "bigint"}},
+		{"decimal scale rounded", "CREATE TABLE t (k bigint PRIMARY KEY, total numeric(10,2))",
+			arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}, {Name: "total", Type: &arrow.Decimal128Type{Precision: 10, Scale: 4}}}, nil),
+			[]string{"k"}, []string{`"total"`, "decimal", "numeric(10,2)", "rounded"}},
+		{"no unique index", "CREATE TABLE t (k bigint, total bigint)", kvSchema, []string{"k"},
+			[]string{"no unique index", `"k"`}},
+		{"missing table", "", kvSchema, []string{"k"}, []string{`"t"`, "does not exist"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := testenv.PG(t)
+			if tc.ddl != "" {
+				mustExec(t, pool, tc.ddl)
+			}
+			s, err := NewOffsetsInSink(pool, "j", "t", KeyColumns(tc.keys...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.ValidateSchema(tc.schema)
+			if !errors.Is(err, ErrSchemaMismatch) {
+				t.Fatalf("err = %v, want ErrSchemaMismatch", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestProgressTableMissing(t *testing.T) {
+	pool := testenv.PG(t)
+	s, err := NewOffsetsInSink(pool, "j", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Start(ctxT(t), "q")
+	if !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestWeirdIdentifiers(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	const (
+		schemaName = `Sch "ema"; DROP TABLE x; --`
+		tableName  = `Weird "name".t; --`
+		progress   = `Pro'gress "tbl"`
+		key        = `key "col"`
+		val        = `Total'; DELETE FROM t; --`
+	)
+	mustExec(t, pool, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schemaName}.Sanitize()+" CASCADE")
+	mustExec(t, pool, "CREATE SCHEMA "+pgx.Identifier{schemaName}.Sanitize())
+	t.Cleanup(func() { mustExec(t, pool, "DROP SCHEMA "+pgx.Identifier{schemaName}.Sanitize()+" CASCADE") })
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: key, Type: arrow.PrimitiveTypes.Int64},
+		{Name: val, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	s, err := NewOffsetsInSink(pool, `job "x"'`, tableName, TableSchema(schemaName), ProgressTable(progress),
+		KeyColumns(key), Merge(MergeAdd, val), CreateTables(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ValidateSchema(schema); err != nil {
+		t.Fatal(err)
+	}
+	rec := kvRecord(t, mem, schema, []int64{1, 2}, []*int64{i64(5), i64(6)})
+	defer rec.Release()
+	for id := range int64(2) {
+		if err := s.AddBatch(ctx, id, schema, []arrow.RecordBatch{rec}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddBatch(ctx, id, schema, []arrow.RecordBatch{rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := fmt.Sprintf("SELECT sum(%s) FROM %s", pgx.Identifier{val}.Sanitize(), pgx.Identifier{schemaName, tableName}.Sanitize())
+	var sum int64
+	if err := pool.QueryRow(ctx, q).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum != 22 {
+		t.Errorf("sum %d, want 22", sum)
+	}
+	if p := progressOf(t, pool, pgx.Identifier{schemaName, progress}.Sanitize(), `job "x"'`); p != 1 {
+		t.Errorf("progress %d", p)
+	}
+}
+
+// TestConnectionCutMidBatch terminates the sink's own backend between the
+// progress update and the rows: the transaction is lost, retried, and the
+// batch ends applied exactly once.
+func TestConnectionCutMidBatch(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true),
+		Retry(4, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ValidateSchema(kvSchema); err != nil {
+		t.Fatal(err)
+	}
+	cuts := 0
+	s.guard.afterProgress = func(ctx context.Context, tx pgx.Tx) {
+		if cuts == 2 {
+			return
+		}
+		cuts++
+		pid := tx.Conn().PgConn().PID()
+		var ok bool
+		if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+			t.Errorf("terminate backend %d: %v %v", pid, ok, err)
+		}
+	}
+	rec := kvRecord(t, mem, kvSchema, []int64{1, 2}, []*int64{i64(5), i64(6)})
+	defer rec.Release()
+	res, err := s.Write(ctx, 0, kvSchema, []arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts != 3 || res.Skipped || cuts != 2 {
+		t.Fatalf("result %+v after %d cuts, want 3 attempts", res, cuts)
+	}
+	if err := s.AddBatch(ctx, 0, kvSchema, []arrow.RecordBatch{rec}); err != nil {
+		t.Fatal(err)
+	}
+	got := totals(t, pool, "totals")
+	if *got[1] != 5 || *got[2] != 6 {
+		t.Errorf("got %v", got)
+	}
+	if st := s.Stats(); st.Retries != 2 || st.Applied != 1 || st.Skipped != 1 {
+		t.Errorf("stats %+v", st)
+	}
+
+	// Out of attempts: the error says so, and nothing was applied.
+	s.guard.afterProgress = func(ctx context.Context, tx pgx.Tx) {
+		_, _ = pool.Exec(ctx, "SELECT pg_terminate_backend($1)", tx.Conn().PgConn().PID())
+	}
+	_, err = s.Write(ctx, 1, kvSchema, []arrow.RecordBatch{rec})
+	if !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("err = %v, want ErrRetriesExhausted", err)
+	}
+	if p := progressOf(t, pool, "onceflow_progress", "j"); p != 0 {
+		t.Errorf("progress %d after failed batch 1, want 0", p)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{context.Canceled, false},
+		{errors.New("syntax"), false},
+		{fmt.Errorf("x: %w", &pgconn.PgError{Code: "40001"}), true},
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{&pgconn.PgError{Code: "57P01"}, true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "23505"}, false},
+	} {
+		if got := retryable(tc.err); got != tc.want {
+			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

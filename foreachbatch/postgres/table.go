@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// querier is what both a *pgxpool.Pool and a pgx.Tx offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// table is a table name, optionally schema-qualified. Its parts are
+// identifiers, always quoted when they reach SQL.
+type table struct {
+	schema, name string
+}
+
+func (t table) ident() pgx.Identifier {
+	if t.schema == "" {
+		return pgx.Identifier{t.name}
+	}
+	return pgx.Identifier{t.schema, t.name}
+}
+
+// sql is the quoted name, safe to place in a statement.
+func (t table) sql() string { return t.ident().Sanitize() }
+
+func quote(col string) string { return pgx.Identifier{col}.Sanitize() }
+
+func quoteAll(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = quote(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+// describe reads the table's columns from the catalog, in table order.
+// exists is false when no such table is visible.
+func describe(ctx context.Context, q querier, t table) (cols []pgColumn, exists bool, err error) {
+	var oid *uint32
+	// to_regclass takes the quoted name as a parameter: nothing is spliced
+	// into SQL, and quoting resolves exactly the identifiers we were given.
+	if err := q.QueryRow(ctx, "SELECT to_regclass($1)::oid", t.sql()).Scan(&oid); err != nil {
+		return nil, false, fmt.Errorf("look up table %s: %w", t.sql(), err)
+	}
+	if oid == nil {
+		return nil, false, nil
+	}
+	rows, err := q.Query(ctx, `SELECT a.attname, ty.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod
+		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, *oid)
+	if err != nil {
+		return nil, false, fmt.Errorf("read columns of %s: %w", t.sql(), err)
+	}
+	cols, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (pgColumn, error) {
+		var c pgColumn
+		err := r.Scan(&c.name, &c.typname, &c.display, &c.typmod)
+		return c, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read columns of %s: %w", t.sql(), err)
+	}
+	return cols, true, nil
+}
+
+// hasUniqueIndex tells whether the table has a unique index (or primary key)
+// on exactly the given columns, as ON CONFLICT (cols) requires.
+func hasUniqueIndex(ctx context.Context, q querier, t table, cols []string) (bool, error) {
+	rows, err := q.Query(ctx, `SELECT array_agg(a.attname::text ORDER BY a.attname)
+		FROM pg_catalog.pg_index i
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+		GROUP BY i.indexrelid`, t.sql())
+	if err != nil {
+		return false, fmt.Errorf("read indexes of %s: %w", t.sql(), err)
+	}
+	sets, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+	if err != nil {
+		return false, fmt.Errorf("read indexes of %s: %w", t.sql(), err)
+	}
+	want := slices.Sorted(slices.Values(cols))
+	for _, s := range sets {
+		if slices.Equal(s, want) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// createTargetSQL is the CREATE TABLE IF NOT EXISTS of CreateTables: one
+// column per output field, typed by the documented mapping, the key columns
+// NOT NULL and the primary key.
+func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, error) {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS ")
+	b.WriteString(t.sql())
+	b.WriteString(" (")
+	for i, f := range schema.Fields() {
+		typ, ok := ddlType(f.Type)
+		if !ok {
+			return "", &ColumnError{Table: t.sql(), Column: f.Name, ArrowType: f.Type.String(), PGType: "(not created)",
+				Reason: "onceflow has no PostgreSQL mapping for this Arrow type"}
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quote(f.Name))
+		b.WriteByte(' ')
+		b.WriteString(typ)
+		if slices.Contains(keys, f.Name) {
+			b.WriteString(" NOT NULL")
+		}
+	}
+	if len(keys) > 0 {
+		b.WriteString(", PRIMARY KEY (")
+		b.WriteString(quoteAll(keys))
+		b.WriteByte(')')
+	}
+	b.WriteByte(')')
+	return b.String(), nil
+}
+
+// createProgressSQL is the CREATE TABLE IF NOT EXISTS of the progress table.
+func createProgressSQL(t table) string {
+	return "CREATE TABLE IF NOT EXISTS " + t.sql() +
+		" (job text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz NOT NULL)"
+}
+
+// checkProgress verifies the progress table's columns and key.
+func checkProgress(ctx context.Context, q querier, t table) error {
+	cols, exists, err := describe(ctx, q, t)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("%w: progress table %s does not exist (create it with CreateTables(true), or: %s)",
+			ErrSchemaMismatch, t.sql(), createProgressSQL(t))
+	}
+	want := []struct {
+		name  string
+		types []string
+	}{
+		{"job", []string{"text", "varchar"}},
+		{"batch_id", []string{"int8"}},
+		{"updated_at", []string{"timestamptz"}},
+	}
+	for _, w := range want {
+		i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == w.name })
+		if i < 0 {
+			return &ColumnError{Table: t.sql(), Column: w.name, ArrowType: strings.Join(w.types, " or "),
+				Reason: "progress table column missing"}
+		}
+		if !slices.Contains(w.types, cols[i].typname) {
+			return &ColumnError{Table: t.sql(), Column: w.name, PGType: cols[i].display,
+				Reason: "progress table column must be " + strings.Join(w.types, " or ")}
+		}
+	}
+	ok, err := hasUniqueIndex(ctx, q, t, []string{"job"})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &ColumnError{Table: t.sql(), Column: "job", PGType: "text", Reason: "progress table needs a unique index (primary key) on job"}
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package postgres
+
+import (
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// pgColumn is a column of the target table as the catalog describes it.
+type pgColumn struct {
+	name    string
+	typname string // pg_type.typname: int4, numeric, timestamptz, …
+	display string // format_type(): integer, numeric(10,2), …
+	typmod  int32
+}
+
+// ddlType is the PostgreSQL type CreateTables gives an Arrow type, and the
+// type the mapping documents.
+func ddlType(t arrow.DataType) (string, bool) {
+	switch t := t.(type) {
+	case *arrow.Int8Type, *arrow.Int16Type, *arrow.Uint8Type:
+		return "smallint", true
+	case *arrow.Int32Type, *arrow.Uint16Type:
+		return "integer", true
+	case *arrow.Int64Type, *arrow.Uint32Type:
+		return "bigint", true
+	case *arrow.Uint64Type:
+		return "numeric(20,0)", true
+	case *arrow.Float32Type, *arrow.Float64Type:
+		return "double precision", true
+	case *arrow.Decimal128Type:
+		return fmt.Sprintf("numeric(%d,%d)", t.Precision, t.Scale), true
+	case *arrow.StringType, *arrow.LargeStringType:
+		return "text", true
+	case *arrow.BooleanType:
+		return "boolean", true
+	case *arrow.TimestampType:
+		return "timestamp with time zone", true
+	case *arrow.Date32Type:
+		return "date", true
+	}
+	return "", false
+}
+
+// accepts lists the target column types (pg_type.typname) each Arrow type can
+// be written to without silent loss: integers only widen, decimals keep their
+// scale (checked against the typmod separately).
+func accepts(t arrow.DataType, typname string) bool {
+	var ok []string
+	switch t := t.(type) {
+	case *arrow.Int8Type, *arrow.Int16Type, *arrow.Uint8Type:
+		ok = []string{"int2", "int4", "int8", "numeric"}
+	case *arrow.Int32Type, *arrow.Uint16Type:
+		ok = []string{"int4", "int8", "numeric"}
+	case *arrow.Int64Type, *arrow.Uint32Type:
+		ok = []string{"int8", "numeric"}
+	case *arrow.Uint64Type:
+		ok = []string{"numeric"}
+	case *arrow.Float32Type:
+		ok = []string{"float4", "float8"}
+	case *arrow.Float64Type:
+		ok = []string{"float8"}
+	case *arrow.Decimal128Type:
+		ok = []string{"numeric"}
+	case *arrow.StringType, *arrow.LargeStringType:
+		ok = []string{"text", "varchar"}
+	case *arrow.BooleanType:
+		ok = []string{"bool"}
+	case *arrow.TimestampType:
+		ok = []string{"timestamptz"}
+		if t.TimeZone == "" {
+			ok = append(ok, "timestamp")
+		}
+	case *arrow.Date32Type:
+		ok = []string{"date"}
+	}
+	for _, n := range ok {
+		if n == typname {
+			return true
+		}
+	}
+	return false
+}
+
+// checkColumn tells whether output field f can be written to column c.
+func checkColumn(table string, f arrow.Field, c pgColumn) error {
+	bad := func(reason string) error {
+		return &ColumnError{Table: table, Column: f.Name, ArrowType: f.Type.String(), PGType: c.display, Reason: reason}
+	}
+	if _, ok := ddlType(f.Type); !ok {
+		return bad("onceflow has no PostgreSQL mapping for this Arrow type")
+	}
+	if !accepts(f.Type, c.typname) {
+		return bad("incompatible types")
+	}
+	if d, ok := f.Type.(*arrow.Decimal128Type); ok && c.typname == "numeric" && c.typmod >= 4 {
+		prec := int32((c.typmod - 4) >> 16 & 0xffff)
+		scale := int32((c.typmod - 4) & 0xffff)
+		if d.Scale > scale {
+			return bad(fmt.Sprintf("scale %d would be rounded to %d", d.Scale, scale))
+		}
+		if d.Precision-d.Scale > prec-scale {
+			return bad(fmt.Sprintf("%d integer digits do not fit in %d", d.Precision-d.Scale, prec-scale))
+		}
+	}
+	return nil
+}
+
+// converter returns a function giving row i of a column as a value pgx can
+// encode into the target type typname (already checked by checkColumn).
+// Nulls become nil.
+func converter(t arrow.DataType, typname string) func(a arrow.Array, i int) any {
+	nullable := func(get func(a arrow.Array, i int) any) func(a arrow.Array, i int) any {
+		return func(a arrow.Array, i int) any {
+			if a.IsNull(i) {
+				return nil
+			}
+			return get(a, i)
+		}
+	}
+	switch t := t.(type) {
+	case *arrow.Int8Type:
+		return nullable(func(a arrow.Array, i int) any { return int64(a.(*array.Int8).Value(i)) })
+	case *arrow.Int16Type:
+		return nullable(func(a arrow.Array, i int) any { return int64(a.(*array.Int16).Value(i)) })
+	case *arrow.Int32Type:
+		return nullable(func(a arrow.Array, i int) any { return int64(a.(*array.Int32).Value(i)) })
+	case *arrow.Int64Type:
+		return nullable(func(a arrow.Array, i int) any { return a.(*array.Int64).Value(i) })
+	case *arrow.Uint8Type:
+		return nullable(func(a arrow.Array, i int) any { return int64(a.(*array.Uint8).Value(i)) })
+	case *arrow.Uint16Type:
+		return nullable(func(a arrow.Array, i int) any { return int64(a.(*array.Uint16).Value(i)) })
+	case *arrow.Uint32Type:
+		return nullable(func(a arrow.Array, i int) any { return int64(a.(*array.Uint32).Value(i)) })
+	case *arrow.Uint64Type:
+		return nullable(func(a arrow.Array, i int) any {
+			return pgtype.Numeric{Int: new(big.Int).SetUint64(a.(*array.Uint64).Value(i)), Valid: true}
+		})
+	case *arrow.Float32Type:
+		if typname == "float4" {
+			return nullable(func(a arrow.Array, i int) any { return a.(*array.Float32).Value(i) })
+		}
+		return nullable(func(a arrow.Array, i int) any { return float64(a.(*array.Float32).Value(i)) })
+	case *arrow.Float64Type:
+		return nullable(func(a arrow.Array, i int) any { return a.(*array.Float64).Value(i) })
+	case *arrow.Decimal128Type:
+		exp := -t.Scale
+		return nullable(func(a arrow.Array, i int) any {
+			v := a.(*array.Decimal128).Value(i)
+			return pgtype.Numeric{Int: v.BigInt(), Exp: exp, Valid: true}
+		})
+	case *arrow.StringType:
+		return nullable(func(a arrow.Array, i int) any { return a.(*array.String).Value(i) })
+	case *arrow.LargeStringType:
+		return nullable(func(a arrow.Array, i int) any { return a.(*array.LargeString).Value(i) })
+	case *arrow.BooleanType:
+		return nullable(func(a arrow.Array, i int) any { return a.(*array.Boolean).Value(i) })
+	case *arrow.TimestampType:
+		unit := t.Unit
+		return nullable(func(a arrow.Array, i int) any {
+			return a.(*array.Timestamp).Value(i).ToTime(unit).UTC()
+		})
+	case *arrow.Date32Type:
+		return nullable(func(a arrow.Array, i int) any {
+			d := a.(*array.Date32).Value(i)
+			return time.Unix(int64(d)*86400, 0).UTC()
+		})
+	}
+	panic(fmt.Sprintf("postgres: no converter for checked type %s", t))
+}

@@ -1,0 +1,727 @@
+package batch
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// aggAccumulator is the state of one aggregate over all groups of a GroupBy:
+// typed Go slices indexed by group id, updated by one tight loop per batch.
+type aggAccumulator interface {
+	// grow makes room for groups [0, n).
+	grow(n int)
+	// merge folds col (nil for count(*)) into the groups m.gids of its rows.
+	merge(m *aggMergeCtx, col arrow.Array) error
+	// stateFields are the aggAccumulator's columns in the state store.
+	stateFields(name string) []arrow.Field
+	state(mem memory.Allocator, idx []uint32) []arrow.Array
+	// load sets the state of groups gids from state columns.
+	load(cols []arrow.Array, gids []uint32)
+	resultType() arrow.DataType
+	result(mem memory.Allocator, idx []uint32) arrow.Array
+	// reset empties the groups idx (PerBatch aggregates, at ClearChanges).
+	reset(idx []uint32)
+	compact(keep []bool)
+	memoryBytes() int64
+}
+
+// aggMergeCtx is what one Merge shares with its accumulators.
+type aggMergeCtx struct {
+	gids   []uint32 // group of each row
+	groups []uint32 // distinct groups of the rows, in first-seen order
+	cand   []int32  // scratch indexed by group id
+	bools  []uint8  // scratch for boolean columns
+	// describe names a group's key for error messages.
+	describe func(g uint32) string
+	column   string
+}
+
+// boolValues returns col's booleans as 0/1 bytes.
+func (m *aggMergeCtx) boolValues(col arrow.Array) []uint8 {
+	b := col.(*array.Boolean)
+	m.bools = aggGrow(m.bools[:0], b.Len())
+	for i := range m.bools {
+		if b.Value(i) {
+			m.bools[i] = 1
+		}
+	}
+	return m.bools
+}
+
+// aggNumber is the value types of fixed-width accumulators.
+type aggNumber interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+func aggGather[T any](vals []T, idx []uint32) []T {
+	if idx == nil {
+		return vals
+	}
+	out := make([]T, len(idx))
+	for j, g := range idx {
+		out[j] = vals[g]
+	}
+	return out
+}
+
+func aggCountsHas(counts []int64, idx []uint32) []bool {
+	n := aggRows(idx, len(counts))
+	has := make([]bool, n)
+	for j := range has {
+		has[j] = counts[aggRow(idx, j)] > 0
+	}
+	return has
+}
+
+// ---- count ----
+
+type countAcc struct {
+	rows   bool // count(*)
+	counts []int64
+}
+
+func (a *countAcc) grow(n int) { a.counts = aggGrow(a.counts, n) }
+
+func (a *countAcc) merge(m *aggMergeCtx, col arrow.Array) error {
+	counts := a.counts
+	if a.rows || col.NullN() == 0 {
+		for _, g := range m.gids {
+			counts[g]++
+		}
+		return nil
+	}
+	bm, off := gbBitmap(col)
+	for i, g := range m.gids {
+		if bitutil.BitIsSet(bm, off+i) {
+			counts[g]++
+		}
+	}
+	return nil
+}
+
+func (a *countAcc) stateFields(name string) []arrow.Field {
+	return []arrow.Field{{Name: name, Type: arrow.PrimitiveTypes.Int64}}
+}
+
+func (a *countAcc) state(mem memory.Allocator, idx []uint32) []arrow.Array {
+	return []arrow.Array{a.result(mem, idx)}
+}
+
+func (a *countAcc) load(cols []arrow.Array, gids []uint32) {
+	v := cols[0].(*array.Int64)
+	for i, g := range gids {
+		a.counts[g] = v.Value(i)
+	}
+}
+
+func (a *countAcc) resultType() arrow.DataType { return arrow.PrimitiveTypes.Int64 }
+
+func (a *countAcc) result(mem memory.Allocator, idx []uint32) arrow.Array {
+	return aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.counts, nil, idx)
+}
+
+func (a *countAcc) reset(idx []uint32) {
+	for _, g := range idx {
+		a.counts[g] = 0
+	}
+}
+
+func (a *countAcc) compact(keep []bool) { a.counts = aggCompact(a.counts, keep) }
+func (a *countAcc) memoryBytes() int64  { return aggSize(a.counts) }
+
+// ---- integer sum and average ----
+
+// sumIntAcc sums an integer column as int64 and counts its non-null values;
+// as avg it outputs sum/count.
+type sumIntAcc[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64] struct {
+	avg      bool
+	unsigned bool // T is uint64: values above MaxInt64 overflow
+	sums     []int64
+	counts   []int64
+}
+
+func (a *sumIntAcc[T]) grow(n int) {
+	a.sums = aggGrow(a.sums, n)
+	a.counts = aggGrow(a.counts, n)
+}
+
+func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
+	vals := gbValues[T](col)
+	gids := m.gids[:len(vals)]
+	sums, counts := a.sums, a.counts
+	bm, off := gbBitmap(col)
+	if a.unsigned {
+		for i, v := range vals {
+			if int64(v) < 0 && (bm == nil || bitutil.BitIsSet(bm, off+i)) {
+				return fmt.Errorf("%w: column %q, group %s: value %d exceeds int64", ErrSumOverflow, m.column, m.describe(gids[i]), uint64(v))
+			}
+		}
+	}
+	if bm == nil {
+		for i, v := range vals {
+			g := gids[i]
+			s, x := sums[g], int64(v)
+			r := s + x
+			if (s^r)&(x^r) < 0 {
+				return a.overflow(m, g, s, x)
+			}
+			sums[g] = r
+			counts[g]++
+		}
+		return nil
+	}
+	for i, v := range vals {
+		if !bitutil.BitIsSet(bm, off+i) {
+			continue
+		}
+		g := gids[i]
+		s, x := sums[g], int64(v)
+		r := s + x
+		if (s^r)&(x^r) < 0 {
+			return a.overflow(m, g, s, x)
+		}
+		sums[g] = r
+		counts[g]++
+	}
+	return nil
+}
+
+func (a *sumIntAcc[T]) overflow(m *aggMergeCtx, g uint32, s, x int64) error {
+	return fmt.Errorf("%w: column %q, group %s: %d + %d", ErrSumOverflow, m.column, m.describe(g), s, x)
+}
+
+func (a *sumIntAcc[T]) stateFields(name string) []arrow.Field {
+	if a.avg {
+		return []arrow.Field{
+			{Name: name + ".sum", Type: arrow.PrimitiveTypes.Int64},
+			{Name: name + ".count", Type: arrow.PrimitiveTypes.Int64},
+		}
+	}
+	return []arrow.Field{{Name: name, Type: arrow.PrimitiveTypes.Int64, Nullable: true}}
+}
+
+func (a *sumIntAcc[T]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
+	if a.avg {
+		return []arrow.Array{
+			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.sums, nil, idx),
+			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.counts, nil, idx),
+		}
+	}
+	return []arrow.Array{aggFixedArray(mem, arrow.PrimitiveTypes.Int64, aggGather(a.sums, idx), aggCountsHas(a.counts, idx), nil)}
+}
+
+func (a *sumIntAcc[T]) load(cols []arrow.Array, gids []uint32) {
+	s := cols[0].(*array.Int64)
+	for i, g := range gids {
+		a.sums[g], a.counts[g] = 0, 0
+		if s.IsValid(i) {
+			a.sums[g], a.counts[g] = s.Value(i), 1
+		}
+	}
+	if a.avg {
+		c := cols[1].(*array.Int64)
+		for i, g := range gids {
+			a.counts[g] = c.Value(i)
+		}
+	}
+}
+
+func (a *sumIntAcc[T]) resultType() arrow.DataType {
+	if a.avg {
+		return arrow.PrimitiveTypes.Float64
+	}
+	return arrow.PrimitiveTypes.Int64
+}
+
+func (a *sumIntAcc[T]) result(mem memory.Allocator, idx []uint32) arrow.Array {
+	has := aggCountsHas(a.counts, idx)
+	if !a.avg {
+		return aggFixedArray(mem, arrow.PrimitiveTypes.Int64, aggGather(a.sums, idx), has, nil)
+	}
+	avg := make([]float64, len(has))
+	for j := range avg {
+		if g := aggRow(idx, j); has[j] {
+			avg[j] = float64(a.sums[g]) / float64(a.counts[g])
+		}
+	}
+	return aggFixedArray(mem, arrow.PrimitiveTypes.Float64, avg, has, nil)
+}
+
+func (a *sumIntAcc[T]) reset(idx []uint32) {
+	for _, g := range idx {
+		a.sums[g], a.counts[g] = 0, 0
+	}
+}
+
+func (a *sumIntAcc[T]) compact(keep []bool) {
+	a.sums = aggCompact(a.sums, keep)
+	a.counts = aggCompact(a.counts, keep)
+}
+
+func (a *sumIntAcc[T]) memoryBytes() int64 { return aggSize(a.sums) + aggSize(a.counts) }
+
+// ---- float sum and average ----
+
+type sumFloatAcc[T float32 | float64] struct {
+	avg    bool
+	sums   []float64
+	counts []int64
+}
+
+func (a *sumFloatAcc[T]) grow(n int) {
+	a.sums = aggGrow(a.sums, n)
+	a.counts = aggGrow(a.counts, n)
+}
+
+func (a *sumFloatAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
+	vals := gbValues[T](col)
+	gids := m.gids[:len(vals)]
+	sums, counts := a.sums, a.counts
+	bm, off := gbBitmap(col)
+	if bm == nil {
+		for i, v := range vals {
+			g := gids[i]
+			sums[g] += float64(v)
+			counts[g]++
+		}
+		return nil
+	}
+	for i, v := range vals {
+		if bitutil.BitIsSet(bm, off+i) {
+			g := gids[i]
+			sums[g] += float64(v)
+			counts[g]++
+		}
+	}
+	return nil
+}
+
+func (a *sumFloatAcc[T]) stateFields(name string) []arrow.Field {
+	if a.avg {
+		return []arrow.Field{
+			{Name: name + ".sum", Type: arrow.PrimitiveTypes.Float64},
+			{Name: name + ".count", Type: arrow.PrimitiveTypes.Int64},
+		}
+	}
+	return []arrow.Field{{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true}}
+}
+
+func (a *sumFloatAcc[T]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
+	if a.avg {
+		return []arrow.Array{
+			aggFixedArray(mem, arrow.PrimitiveTypes.Float64, a.sums, nil, idx),
+			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.counts, nil, idx),
+		}
+	}
+	return []arrow.Array{aggFixedArray(mem, arrow.PrimitiveTypes.Float64, aggGather(a.sums, idx), aggCountsHas(a.counts, idx), nil)}
+}
+
+func (a *sumFloatAcc[T]) load(cols []arrow.Array, gids []uint32) {
+	s := cols[0].(*array.Float64)
+	for i, g := range gids {
+		a.sums[g], a.counts[g] = 0, 0
+		if s.IsValid(i) {
+			a.sums[g], a.counts[g] = s.Value(i), 1
+		}
+	}
+	if a.avg {
+		c := cols[1].(*array.Int64)
+		for i, g := range gids {
+			a.counts[g] = c.Value(i)
+		}
+	}
+}
+
+func (a *sumFloatAcc[T]) resultType() arrow.DataType { return arrow.PrimitiveTypes.Float64 }
+
+func (a *sumFloatAcc[T]) result(mem memory.Allocator, idx []uint32) arrow.Array {
+	has := aggCountsHas(a.counts, idx)
+	out := aggGather(a.sums, idx)
+	if a.avg {
+		avg := make([]float64, len(has))
+		for j := range avg {
+			if g := aggRow(idx, j); has[j] {
+				avg[j] = a.sums[g] / float64(a.counts[g])
+			}
+		}
+		out = avg
+	}
+	return aggFixedArray(mem, arrow.PrimitiveTypes.Float64, out, has, nil)
+}
+
+func (a *sumFloatAcc[T]) reset(idx []uint32) {
+	for _, g := range idx {
+		a.sums[g], a.counts[g] = 0, 0
+	}
+}
+
+func (a *sumFloatAcc[T]) compact(keep []bool) {
+	a.sums = aggCompact(a.sums, keep)
+	a.counts = aggCompact(a.counts, keep)
+}
+
+func (a *sumFloatAcc[T]) memoryBytes() int64 { return aggSize(a.sums) + aggSize(a.counts) }
+
+// ---- min, max, first, last of fixed-width values ----
+
+// pickAcc keeps one value of the column's own type per group: the minimum,
+// maximum, first or last non-null one. Booleans are held as 0/1 bytes.
+type pickAcc[T aggNumber] struct {
+	fn      AggFunc
+	dt      arrow.DataType
+	boolean bool
+	vals    []T
+	has     []bool
+}
+
+func (a *pickAcc[T]) grow(n int) {
+	a.vals = aggGrow(a.vals, n)
+	a.has = aggGrow(a.has, n)
+}
+
+func (a *pickAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
+	var vals []T
+	if a.boolean {
+		vals = any(m.boolValues(col)).([]T)
+	} else {
+		vals = gbValues[T](col)
+	}
+	gids := m.gids[:len(vals)]
+	bm, off := gbBitmap(col)
+	switch a.fn {
+	case AggMin:
+		pickMin(a.vals, a.has, vals, gids, bm, off)
+	case AggMax:
+		pickMax(a.vals, a.has, vals, gids, bm, off)
+	case AggFirst:
+		pickFirst(a.vals, a.has, vals, gids, bm, off)
+	default:
+		pickLast(a.vals, a.has, vals, gids, bm, off)
+	}
+	return nil
+}
+
+// In pickMin and pickMax NaN sorts above every number.
+
+func pickMin[T aggNumber](acc []T, has []bool, vals []T, gids []uint32, bm []byte, off int) {
+	for i, v := range vals {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			continue
+		}
+		g := gids[i]
+		c := acc[g]
+		if !has[g] || v < c || (c != c && v == v) {
+			acc[g] = v
+			has[g] = true
+		}
+	}
+}
+
+func pickMax[T aggNumber](acc []T, has []bool, vals []T, gids []uint32, bm []byte, off int) {
+	for i, v := range vals {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			continue
+		}
+		g := gids[i]
+		c := acc[g]
+		if !has[g] || v > c || (v != v && c == c) {
+			acc[g] = v
+			has[g] = true
+		}
+	}
+}
+
+func pickFirst[T aggNumber](acc []T, has []bool, vals []T, gids []uint32, bm []byte, off int) {
+	for i, v := range vals {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			continue
+		}
+		g := gids[i]
+		if !has[g] {
+			acc[g] = v
+			has[g] = true
+		}
+	}
+}
+
+func pickLast[T aggNumber](acc []T, has []bool, vals []T, gids []uint32, bm []byte, off int) {
+	for i, v := range vals {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			continue
+		}
+		g := gids[i]
+		acc[g] = v
+		has[g] = true
+	}
+}
+
+func (a *pickAcc[T]) stateFields(name string) []arrow.Field {
+	return []arrow.Field{{Name: name, Type: a.dt, Nullable: true}}
+}
+
+func (a *pickAcc[T]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
+	return []arrow.Array{a.result(mem, idx)}
+}
+
+func (a *pickAcc[T]) load(cols []arrow.Array, gids []uint32) {
+	c := cols[0]
+	if a.boolean {
+		b := c.(*array.Boolean)
+		for i, g := range gids {
+			a.has[g] = b.IsValid(i)
+			a.vals[g] = 0
+			if b.Value(i) {
+				a.vals[g] = 1
+			}
+		}
+		return
+	}
+	vals := gbValues[T](c)
+	for i, g := range gids {
+		a.vals[g], a.has[g] = vals[i], c.IsValid(i)
+	}
+}
+
+func (a *pickAcc[T]) resultType() arrow.DataType { return a.dt }
+
+func (a *pickAcc[T]) result(mem memory.Allocator, idx []uint32) arrow.Array {
+	if a.boolean {
+		return aggBoolArray(mem, any(aggGather(a.vals, idx)).([]uint8), aggGather(a.has, idx), nil)
+	}
+	return aggFixedArray(mem, a.dt, a.vals, a.has, idx)
+}
+
+func (a *pickAcc[T]) reset(idx []uint32) {
+	for _, g := range idx {
+		a.vals[g], a.has[g] = 0, false
+	}
+}
+
+func (a *pickAcc[T]) compact(keep []bool) {
+	a.vals = aggCompact(a.vals, keep)
+	a.has = aggCompact(a.has, keep)
+}
+
+func (a *pickAcc[T]) memoryBytes() int64 { return aggSize(a.vals) + aggSize(a.has) }
+
+// ---- min, max, first, last of strings and binaries ----
+
+// pickStrAcc keeps one string per group. A merge first finds each group's
+// candidate row in the batch (no copy), then copies only the winners.
+type pickStrAcc struct {
+	fn   AggFunc
+	dt   arrow.DataType
+	vals []string
+	has  []bool
+	size int64 // bytes of the strings held
+}
+
+func (a *pickStrAcc) grow(n int) {
+	a.vals = aggGrow(a.vals, n)
+	a.has = aggGrow(a.has, n)
+}
+
+func (a *pickStrAcc) merge(m *aggMergeCtx, col arrow.Array) error {
+	switch col.DataType().ID() {
+	case arrow.STRING, arrow.BINARY:
+		pickStr(a, m, col, gbOffsets[int32](col), gbVarData(col))
+	default:
+		pickStr(a, m, col, gbOffsets[int64](col), gbVarData(col))
+	}
+	return nil
+}
+
+func pickStr[O int32 | int64](a *pickStrAcc, m *aggMergeCtx, col arrow.Array, offs []O, data []byte) {
+	cand := m.cand
+	for _, g := range m.groups {
+		cand[g] = -1
+	}
+	str := func(i int32) string { return aggString(data[offs[i]:offs[i+1]]) }
+	bm, off := gbBitmap(col)
+	for i, g := range m.gids {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			continue
+		}
+		c := cand[g]
+		switch a.fn {
+		case AggFirst:
+			if c < 0 {
+				cand[g] = int32(i)
+			}
+		case AggLast:
+			cand[g] = int32(i)
+		case AggMin:
+			if c < 0 || str(int32(i)) < str(c) {
+				cand[g] = int32(i)
+			}
+		default:
+			if c < 0 || str(int32(i)) > str(c) {
+				cand[g] = int32(i)
+			}
+		}
+	}
+	for _, g := range m.groups {
+		c := cand[g]
+		if c < 0 {
+			continue
+		}
+		s := str(c)
+		take := !a.has[g]
+		switch a.fn {
+		case AggLast:
+			take = true
+		case AggMin:
+			take = take || s < a.vals[g]
+		case AggMax:
+			take = take || s > a.vals[g]
+		}
+		if take {
+			a.set(g, s)
+		}
+	}
+}
+
+func (a *pickStrAcc) set(g uint32, s string) {
+	a.size += int64(len(s)) - int64(len(a.vals[g]))
+	a.vals[g] = strings.Clone(s)
+	a.has[g] = true
+}
+
+func (a *pickStrAcc) stateFields(name string) []arrow.Field {
+	return []arrow.Field{{Name: name, Type: a.dt, Nullable: true}}
+}
+
+func (a *pickStrAcc) state(mem memory.Allocator, idx []uint32) []arrow.Array {
+	return []arrow.Array{a.result(mem, idx)}
+}
+
+func (a *pickStrAcc) load(cols []arrow.Array, gids []uint32) {
+	c := cols[0]
+	for i, g := range gids {
+		a.set(g, "")
+		a.has[g] = false
+		if c.IsValid(i) {
+			a.set(g, aggVarValue(c, i))
+		}
+	}
+}
+
+// aggVarValue is row i of a string or binary array, viewed without a copy.
+func aggVarValue(c arrow.Array, i int) string {
+	switch v := c.(type) {
+	case *array.String:
+		return v.Value(i)
+	case *array.LargeString:
+		return v.Value(i)
+	case *array.Binary:
+		return aggString(v.Value(i))
+	case *array.LargeBinary:
+		return aggString(v.Value(i))
+	}
+	panic(fmt.Sprintf("batch: %s is not a string or binary type", c.DataType()))
+}
+
+func (a *pickStrAcc) resultType() arrow.DataType { return a.dt }
+
+func (a *pickStrAcc) result(mem memory.Allocator, idx []uint32) arrow.Array {
+	return aggVarArray(mem, a.dt, aggRows(idx, len(a.vals)), func(j int) ([]byte, bool) {
+		g := aggRow(idx, j)
+		return aggBytes(a.vals[g]), a.has[g]
+	})
+}
+
+func (a *pickStrAcc) reset(idx []uint32) {
+	for _, g := range idx {
+		a.set(g, "")
+		a.has[g] = false
+	}
+}
+
+func (a *pickStrAcc) compact(keep []bool) {
+	for g, k := range keep {
+		if !k {
+			a.size -= int64(len(a.vals[g]))
+		}
+	}
+	a.vals = aggCompact(a.vals, keep)
+	a.has = aggCompact(a.has, keep)
+}
+
+func (a *pickStrAcc) memoryBytes() int64 { return aggSize(a.vals) + aggSize(a.has) + a.size }
+
+// newAggAccumulator builds the aggAccumulator of a over a column of type dt (nil
+// for count(*)), or fails naming the column and type.
+func newAggAccumulator(a Agg, dt arrow.DataType) (aggAccumulator, error) {
+	if a.countsRows() {
+		return &countAcc{rows: true}, nil
+	}
+	unsupported := fmt.Errorf("%w: %s over column %q of type %s", ErrAggUnsupported, a.Func, a.Column, dt)
+	switch a.Func {
+	case AggCount:
+		return &countAcc{}, nil
+	case AggSum, AggAvg:
+		avg := a.Func == AggAvg
+		switch dt.ID() {
+		case arrow.INT8:
+			return &sumIntAcc[int8]{avg: avg}, nil
+		case arrow.INT16:
+			return &sumIntAcc[int16]{avg: avg}, nil
+		case arrow.INT32:
+			return &sumIntAcc[int32]{avg: avg}, nil
+		case arrow.INT64:
+			return &sumIntAcc[int64]{avg: avg}, nil
+		case arrow.UINT8:
+			return &sumIntAcc[uint8]{avg: avg}, nil
+		case arrow.UINT16:
+			return &sumIntAcc[uint16]{avg: avg}, nil
+		case arrow.UINT32:
+			return &sumIntAcc[uint32]{avg: avg}, nil
+		case arrow.UINT64:
+			return &sumIntAcc[uint64]{avg: avg, unsigned: true}, nil
+		case arrow.FLOAT32:
+			return &sumFloatAcc[float32]{avg: avg}, nil
+		case arrow.FLOAT64:
+			return &sumFloatAcc[float64]{avg: avg}, nil
+		}
+		return nil, unsupported
+	case AggMin, AggMax, AggFirst, AggLast:
+		switch dt.ID() {
+		case arrow.INT8:
+			return &pickAcc[int8]{fn: a.Func, dt: dt}, nil
+		case arrow.INT16:
+			return &pickAcc[int16]{fn: a.Func, dt: dt}, nil
+		case arrow.INT32, arrow.DATE32, arrow.TIME32:
+			return &pickAcc[int32]{fn: a.Func, dt: dt}, nil
+		case arrow.INT64, arrow.DATE64, arrow.TIME64, arrow.TIMESTAMP, arrow.DURATION:
+			return &pickAcc[int64]{fn: a.Func, dt: dt}, nil
+		case arrow.UINT8:
+			return &pickAcc[uint8]{fn: a.Func, dt: dt}, nil
+		case arrow.UINT16:
+			return &pickAcc[uint16]{fn: a.Func, dt: dt}, nil
+		case arrow.UINT32:
+			return &pickAcc[uint32]{fn: a.Func, dt: dt}, nil
+		case arrow.UINT64:
+			return &pickAcc[uint64]{fn: a.Func, dt: dt}, nil
+		case arrow.FLOAT32:
+			return &pickAcc[float32]{fn: a.Func, dt: dt}, nil
+		case arrow.FLOAT64:
+			return &pickAcc[float64]{fn: a.Func, dt: dt}, nil
+		case arrow.BOOL:
+			return &pickAcc[uint8]{fn: a.Func, dt: dt, boolean: true}, nil
+		case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+			return &pickStrAcc{fn: a.Func, dt: dt}, nil
+		}
+		return nil, unsupported
+	case AggCountDistinct:
+		if acc := newAggDistinctAcc(dt); acc != nil {
+			return acc, nil
+		}
+		return nil, unsupported
+	}
+	return nil, fmt.Errorf("%w: unknown aggregate function %d over column %q", ErrAggUnsupported, int(a.Func), a.Column)
+}

@@ -1,0 +1,719 @@
+package batch
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/bits"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cespare/xxhash/v2"
+)
+
+// keyTable maps the key values of rows to dense group ids 0, 1, … in order of
+// first sight, and gives the key columns of groups back as Arrow arrays.
+//
+// Two implementations: u64Keys for one fixed-width key column of at most 8
+// bytes (integers, floats, bool, temporal types: the value's bits are the
+// key), and bytesKeys for everything else (one string/binary column: its
+// bytes are the key; several columns: a compact row encoding). Both are
+// open-addressing tables of power-of-two size with linear probing, at most
+// 3/4 full, slots holding the key (or its hash) beside the group id.
+type keyTable interface {
+	// find writes the group id of each row of cols into gids, adding the
+	// unseen keys as new groups.
+	find(cols []arrow.Array, gids []uint32)
+	len() int
+	// arrays returns the key columns of the groups idx (nil: all groups).
+	arrays(mem memory.Allocator, idx []uint32) []arrow.Array
+	// compact drops the groups whose keep is false; the others keep their
+	// order and are renumbered densely.
+	compact(keep []bool)
+	memoryBytes() int64
+}
+
+// keyTypeWidth is the byte width of a fixed-width key type (bool: 1), 0 for a
+// variable-width one, -1 for a type that cannot be a key.
+func keyTypeWidth(dt arrow.DataType) int {
+	switch dt.ID() {
+	case arrow.INT8, arrow.UINT8, arrow.BOOL:
+		return 1
+	case arrow.INT16, arrow.UINT16:
+		return 2
+	case arrow.INT32, arrow.UINT32, arrow.FLOAT32, arrow.DATE32, arrow.TIME32:
+		return 4
+	case arrow.INT64, arrow.UINT64, arrow.FLOAT64, arrow.DATE64, arrow.TIME64, arrow.TIMESTAMP, arrow.DURATION:
+		return 8
+	case arrow.DECIMAL128:
+		return 16
+	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+		return 0
+	}
+	return -1
+}
+
+func newKeyTable(fields []arrow.Field) keyTable {
+	if len(fields) == 1 {
+		if w := keyTypeWidth(fields[0].Type); w >= 1 && w <= 8 {
+			return &u64Keys{dt: fields[0].Type, width: w, nullGid: -1}
+		}
+	}
+	return &bytesKeys{fields: fields, single: len(fields) == 1 && keyTypeWidth(fields[0].Type) == 0, nullGid: -1}
+}
+
+const minTableSlots = 256
+
+// tableShift is 64 - log2(slots) for a table of the given power-of-two size:
+// slot = (mixed hash) >> shift takes the hash's top bits.
+func tableShift(slots int) uint {
+	return uint(64 - bits.TrailingZeros64(uint64(slots)))
+}
+
+// u64Slot holds a key and its group id + 1 (0: empty slot).
+type u64Slot struct {
+	key uint64
+	gid uint32
+}
+
+// u64Keys is the table of one fixed-width key column of at most 8 bytes.
+// The key is the value's bits zero-extended to 64 (floats normalised: -0 is
+// +0, every NaN one NaN; bools 0/1), so equal values and equal keys coincide.
+type u64Keys struct {
+	dt      arrow.DataType
+	width   int
+	slots   []u64Slot
+	shift   uint
+	keys    []uint64 // by group id; 0 for the null group
+	nullGid int      // group of the null key, -1 if none
+	scratch []uint64
+}
+
+func u64Slot0(k uint64, shift uint) uint64 {
+	return ((k ^ k>>29) * hashMul) >> shift
+}
+
+func (t *u64Keys) len() int { return len(t.keys) }
+
+func (t *u64Keys) memoryBytes() int64 {
+	return aggSize(t.slots) + aggSize(t.keys) + aggSize(t.scratch)
+}
+
+func (t *u64Keys) find(cols []arrow.Array, gids []uint32) {
+	c := cols[0]
+	bm, off := gbBitmap(c)
+	switch c.DataType().ID() {
+	case arrow.FLOAT32:
+		vals := gbValues[float32](c)
+		s := t.scratchN(len(vals))
+		for i, v := range vals {
+			switch {
+			case v == 0:
+				s[i] = 0
+			case v != v:
+				s[i] = 0x7fc00001
+			default:
+				s[i] = uint64(math.Float32bits(v))
+			}
+		}
+		u64Find(t, s, bm, off, gids)
+	case arrow.FLOAT64:
+		vals := gbValues[float64](c)
+		s := t.scratchN(len(vals))
+		for i, v := range vals {
+			s[i] = hashFloat64Bits(v)
+		}
+		u64Find(t, s, bm, off, gids)
+	case arrow.BOOL:
+		b := c.(*array.Boolean)
+		s := t.scratchN(c.Len())
+		for i := range s {
+			s[i] = 0
+			if b.Value(i) {
+				s[i] = 1
+			}
+		}
+		u64Find(t, s, bm, off, gids)
+	default:
+		switch t.width {
+		case 1:
+			u64Find(t, gbValues[uint8](c), bm, off, gids)
+		case 2:
+			u64Find(t, gbValues[uint16](c), bm, off, gids)
+		case 4:
+			u64Find(t, gbValues[uint32](c), bm, off, gids)
+		default:
+			u64Find(t, gbValues[uint64](c), bm, off, gids)
+		}
+	}
+}
+
+func (t *u64Keys) scratchN(n int) []uint64 {
+	if cap(t.scratch) < n {
+		t.scratch = make([]uint64, n)
+	}
+	return t.scratch[:n]
+}
+
+func (t *u64Keys) nullGroup() uint32 {
+	if t.nullGid < 0 {
+		t.nullGid = len(t.keys)
+		t.keys = append(t.keys, 0)
+	}
+	return uint32(t.nullGid)
+}
+
+// u64Find is the hot loop of single fixed-width keys.
+func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte, off int, gids []uint32) {
+	if t.slots == nil {
+		t.resize(minTableSlots)
+	}
+	slots, shift := t.slots, t.shift
+	mask := uint64(len(slots) - 1)
+	limit := len(slots) / 4 * 3
+	gids = gids[:len(vals)]
+	for i, v := range vals {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			gids[i] = t.nullGroup()
+			continue
+		}
+		k := uint64(v)
+		p := u64Slot0(k, shift)
+		for {
+			s := &slots[p]
+			if s.key == k && s.gid != 0 {
+				gids[i] = s.gid - 1
+				break
+			}
+			if s.gid == 0 {
+				if len(t.keys) >= limit {
+					t.resize(2 * len(slots))
+					slots, shift = t.slots, t.shift
+					mask = uint64(len(slots) - 1)
+					limit = len(slots) / 4 * 3
+					p = u64Slot0(k, shift)
+					continue
+				}
+				g := uint32(len(t.keys))
+				t.keys = append(t.keys, k)
+				s.key, s.gid = k, g+1
+				gids[i] = g
+				break
+			}
+			p = (p + 1) & mask
+		}
+	}
+}
+
+// resize rebuilds the slots at the given power-of-two size.
+func (t *u64Keys) resize(n int) {
+	t.slots = make([]u64Slot, n)
+	t.shift = tableShift(n)
+	mask := uint64(n - 1)
+	for g, k := range t.keys {
+		if g == t.nullGid {
+			continue
+		}
+		p := u64Slot0(k, t.shift)
+		for t.slots[p].gid != 0 {
+			p = (p + 1) & mask
+		}
+		t.slots[p] = u64Slot{key: k, gid: uint32(g) + 1}
+	}
+}
+
+func (t *u64Keys) compact(keep []bool) {
+	if t.nullGid >= 0 {
+		if !keep[t.nullGid] {
+			t.nullGid = -1
+		} else {
+			nn := 0
+			for g := range t.nullGid {
+				if keep[g] {
+					nn++
+				}
+			}
+			t.nullGid = nn
+		}
+	}
+	t.keys = aggCompact(t.keys, keep)
+	n := minTableSlots
+	for len(t.keys) >= n/4*3 {
+		n *= 2
+	}
+	t.resize(n)
+}
+
+func (t *u64Keys) arrays(mem memory.Allocator, idx []uint32) []arrow.Array {
+	n := aggRows(idx, len(t.keys))
+	var has []bool
+	if t.nullGid >= 0 {
+		has = make([]bool, len(t.keys))
+		for g := range has {
+			has[g] = g != t.nullGid
+		}
+	}
+	var arr arrow.Array
+	switch {
+	case t.dt.ID() == arrow.BOOL:
+		v := make([]uint8, n)
+		for j := range n {
+			v[j] = uint8(t.keys[aggRow(idx, j)])
+		}
+		arr = aggBoolArray(mem, v, aggGatherBool(has, idx), nil)
+	case t.width == 1:
+		arr = aggFixedArray(mem, t.dt, u64Narrow[uint8](t.keys, idx, n), aggGatherBool(has, idx), nil)
+	case t.width == 2:
+		arr = aggFixedArray(mem, t.dt, u64Narrow[uint16](t.keys, idx, n), aggGatherBool(has, idx), nil)
+	case t.width == 4:
+		arr = aggFixedArray(mem, t.dt, u64Narrow[uint32](t.keys, idx, n), aggGatherBool(has, idx), nil)
+	default:
+		arr = aggFixedArray(mem, t.dt, t.keys, has, idx)
+	}
+	return []arrow.Array{arr}
+}
+
+func u64Narrow[T uint8 | uint16 | uint32](keys []uint64, idx []uint32, n int) []T {
+	out := make([]T, n)
+	for j := range n {
+		out[j] = T(keys[aggRow(idx, j)])
+	}
+	return out
+}
+
+func aggGatherBool(has []bool, idx []uint32) []bool {
+	if has == nil || idx == nil {
+		return has
+	}
+	out := make([]bool, len(idx))
+	for j, g := range idx {
+		out[j] = has[g]
+	}
+	return out
+}
+
+// bytesSlot holds the hash of a key and its group id + 1 (0: empty slot).
+type bytesSlot struct {
+	hash uint64
+	gid  uint32
+}
+
+// bytesKeys is the table of one variable-width key column (the key is the
+// value's bytes; the null key is a group of its own) or of several key
+// columns (the key is the row encoding below, nulls included).
+//
+// Row encoding, per key column in order: one byte 0 (null) or 1 (valid),
+// then for a valid value its bytes: fixed-width types their little-endian
+// bits (floats normalised like u64Keys, bool one byte 0/1, decimal128 16
+// bytes), variable-width types a 4-byte length and the bytes. The encoding
+// lives in memory only.
+type bytesKeys struct {
+	fields  []arrow.Field
+	single  bool
+	slots   []bytesSlot
+	shift   uint
+	arena   []byte
+	offs    []int64 // group g's key is arena[offs[g]:offs[g+1]]
+	nullGid int
+	// scratch of the row encoding
+	rowOffs []int64
+	buf     []byte
+}
+
+func (t *bytesKeys) len() int {
+	if len(t.offs) == 0 {
+		return 0
+	}
+	return len(t.offs) - 1
+}
+
+func (t *bytesKeys) memoryBytes() int64 {
+	return aggSize(t.slots) + aggSize(t.arena) + aggSize(t.offs) + aggSize(t.rowOffs) + aggSize(t.buf)
+}
+
+func (t *bytesKeys) find(cols []arrow.Array, gids []uint32) {
+	if t.slots == nil {
+		t.resize(minTableSlots)
+		t.offs = append(t.offs[:0], 0)
+	}
+	if t.single {
+		c := cols[0]
+		bm, off := gbBitmap(c)
+		switch c.DataType().ID() {
+		case arrow.STRING, arrow.BINARY:
+			bytesFind(t, gbVarData(c), gbOffsets[int32](c), bm, off, gids)
+		default:
+			bytesFind(t, gbVarData(c), gbOffsets[int64](c), bm, off, gids)
+		}
+		return
+	}
+	t.encode(cols)
+	bytesFind(t, t.buf, t.rowOffs, nil, 0, gids)
+}
+
+func (t *bytesKeys) nullGroup() uint32 {
+	if t.nullGid < 0 {
+		t.nullGid = t.len()
+		t.offs = append(t.offs, int64(len(t.arena)))
+	}
+	return uint32(t.nullGid)
+}
+
+// bytesFind is the hot loop of byte keys: row i's key is data[offs[i]:offs[i+1]].
+func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, off int, gids []uint32) {
+	n := len(offs) - 1
+	slots, shift := t.slots, t.shift
+	mask := uint64(len(slots) - 1)
+	limit := len(slots) / 4 * 3
+	gids = gids[:n]
+	for i := range gids {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			gids[i] = t.nullGroup()
+			continue
+		}
+		key := data[offs[i]:offs[i+1]]
+		h := xxhash.Sum64(key)
+		p := h >> shift
+		for {
+			s := &slots[p]
+			if s.gid == 0 {
+				if t.len() >= limit {
+					t.resize(2 * len(slots))
+					slots, shift = t.slots, t.shift
+					mask = uint64(len(slots) - 1)
+					limit = len(slots) / 4 * 3
+					p = h >> shift
+					continue
+				}
+				g := uint32(t.len())
+				t.arena = append(t.arena, key...)
+				t.offs = append(t.offs, int64(len(t.arena)))
+				s.hash, s.gid = h, g+1
+				gids[i] = g
+				break
+			}
+			if s.hash == h {
+				g := s.gid - 1
+				if bytes.Equal(t.arena[t.offs[g]:t.offs[g+1]], key) {
+					gids[i] = g
+					break
+				}
+			}
+			p = (p + 1) & mask
+		}
+	}
+}
+
+func (t *bytesKeys) resize(n int) {
+	t.slots = make([]bytesSlot, n)
+	t.shift = tableShift(n)
+	mask := uint64(n - 1)
+	for g := range t.len() {
+		if g == t.nullGid {
+			continue
+		}
+		h := xxhash.Sum64(t.arena[t.offs[g]:t.offs[g+1]])
+		p := h >> t.shift
+		for t.slots[p].gid != 0 {
+			p = (p + 1) & mask
+		}
+		t.slots[p] = bytesSlot{hash: h, gid: uint32(g) + 1}
+	}
+}
+
+func (t *bytesKeys) compact(keep []bool) {
+	n := t.len()
+	w, a := 0, int64(0)
+	newNull := -1
+	for g := range n {
+		if !keep[g] {
+			continue
+		}
+		if g == t.nullGid {
+			newNull = w
+		}
+		start, end := t.offs[g], t.offs[g+1]
+		copy(t.arena[a:], t.arena[start:end])
+		t.offs[w] = a
+		a += end - start
+		w++
+	}
+	if len(t.offs) > 0 {
+		t.offs[w] = a
+		t.offs = t.offs[:w+1]
+	}
+	t.arena = t.arena[:a]
+	t.nullGid = newNull
+	slots := minTableSlots
+	for w >= slots/4*3 {
+		slots *= 2
+	}
+	t.resize(slots)
+}
+
+// encode writes the row encoding of cols into t.buf, row i at
+// t.buf[t.rowOffs[i]:t.rowOffs[i+1]].
+func (t *bytesKeys) encode(cols []arrow.Array) {
+	n := cols[0].Len()
+	t.rowOffs = aggGrow(t.rowOffs[:0], n+1)
+	lens := t.rowOffs[1:]
+	for _, c := range cols {
+		w := keyTypeWidth(c.DataType())
+		bm, off := gbBitmap(c)
+		var o32 []int32
+		var o64 []int64
+		switch c.DataType().ID() {
+		case arrow.STRING, arrow.BINARY:
+			o32 = gbOffsets[int32](c)
+		case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+			o64 = gbOffsets[int64](c)
+		}
+		for i := range n {
+			if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+				lens[i]++
+				continue
+			}
+			switch {
+			case w > 0:
+				lens[i] += 1 + int64(w)
+			case o32 != nil:
+				lens[i] += 5 + int64(o32[i+1]-o32[i])
+			default:
+				lens[i] += 5 + o64[i+1] - o64[i]
+			}
+		}
+	}
+	// lens[i] becomes the end of row i: rowOffs is then the start offsets.
+	for i := 1; i < n; i++ {
+		lens[i] += lens[i-1]
+	}
+	total := int64(0)
+	if n > 0 {
+		total = lens[n-1]
+	}
+	if int64(cap(t.buf)) < total {
+		t.buf = make([]byte, total)
+	}
+	t.buf = t.buf[:total]
+	// pos[i] walks row i; it reuses lens shifted by one row: fill with starts.
+	pos := make([]int64, n)
+	copy(pos, t.rowOffs[:n])
+	for _, c := range cols {
+		keyEncodeColumn(c, t.buf, pos)
+	}
+}
+
+func keyEncodeColumn(c arrow.Array, buf []byte, pos []int64) {
+	bm, off := gbBitmap(c)
+	switch c.DataType().ID() {
+	case arrow.BOOL:
+		b := c.(*array.Boolean)
+		for i, p := range pos {
+			if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+				buf[p] = 0
+				pos[i] = p + 1
+				continue
+			}
+			buf[p] = 1
+			buf[p+1] = 0
+			if b.Value(i) {
+				buf[p+1] = 1
+			}
+			pos[i] = p + 2
+		}
+	case arrow.FLOAT32:
+		vals := gbValues[float32](c)
+		keyEncodeFixed(vals, bm, off, buf, pos, func(v float32) uint32 {
+			switch {
+			case v == 0:
+				return 0
+			case v != v:
+				return 0x7fc00001
+			}
+			return math.Float32bits(v)
+		})
+	case arrow.FLOAT64:
+		keyEncodeFixed(gbValues[float64](c), bm, off, buf, pos, hashFloat64Bits)
+	case arrow.STRING, arrow.BINARY:
+		keyEncodeVar(gbOffsets[int32](c), gbVarData(c), bm, off, buf, pos)
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		keyEncodeVar(gbOffsets[int64](c), gbVarData(c), bm, off, buf, pos)
+	case arrow.DECIMAL128:
+		words := gbValues[uint64](c)
+		for i, p := range pos {
+			if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+				buf[p] = 0
+				pos[i] = p + 1
+				continue
+			}
+			buf[p] = 1
+			aggStore(buf, p+1, words[2*i])
+			aggStore(buf, p+9, words[2*i+1])
+			pos[i] = p + 17
+		}
+	default:
+		switch keyTypeWidth(c.DataType()) {
+		case 1:
+			keyEncodeFixed(gbValues[uint8](c), bm, off, buf, pos, func(v uint8) uint8 { return v })
+		case 2:
+			keyEncodeFixed(gbValues[uint16](c), bm, off, buf, pos, func(v uint16) uint16 { return v })
+		case 4:
+			keyEncodeFixed(gbValues[uint32](c), bm, off, buf, pos, func(v uint32) uint32 { return v })
+		default:
+			keyEncodeFixed(gbValues[uint64](c), bm, off, buf, pos, func(v uint64) uint64 { return v })
+		}
+	}
+}
+
+func keyEncodeFixed[T any, U uint8 | uint16 | uint32 | uint64](vals []T, bm []byte, off int, buf []byte, pos []int64, conv func(T) U) {
+	var zero U
+	w := int64(unsafe.Sizeof(zero))
+	for i, p := range pos {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			buf[p] = 0
+			pos[i] = p + 1
+			continue
+		}
+		buf[p] = 1
+		aggStore(buf, p+1, conv(vals[i]))
+		pos[i] = p + 1 + w
+	}
+}
+
+func keyEncodeVar[O int32 | int64](offs []O, data []byte, bm []byte, off int, buf []byte, pos []int64) {
+	for i, p := range pos {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			buf[p] = 0
+			pos[i] = p + 1
+			continue
+		}
+		v := data[offs[i]:offs[i+1]]
+		buf[p] = 1
+		aggStore(buf, p+1, uint32(len(v)))
+		copy(buf[p+5:], v)
+		pos[i] = p + 5 + int64(len(v))
+	}
+}
+
+// aggStore writes v's bytes at buf[p:] (machine byte order: the encoding
+// never leaves the process).
+func aggStore[U uint8 | uint16 | uint32 | uint64](buf []byte, p int64, v U) {
+	var zero U
+	_ = buf[p+int64(unsafe.Sizeof(zero))-1]
+	*(*U)(unsafe.Pointer(&buf[p])) = v
+}
+
+func aggLoad[U uint8 | uint16 | uint32 | uint64](buf []byte, p int64) U {
+	var zero U
+	_ = buf[p+int64(unsafe.Sizeof(zero))-1]
+	return *(*U)(unsafe.Pointer(&buf[p]))
+}
+
+func (t *bytesKeys) arrays(mem memory.Allocator, idx []uint32) []arrow.Array {
+	n := aggRows(idx, t.len())
+	if t.single {
+		dt := t.fields[0].Type
+		return []arrow.Array{aggVarArray(mem, dt, n, func(j int) ([]byte, bool) {
+			g := aggRow(idx, j)
+			return t.arena[t.offs[g]:t.offs[g+1]], g != t.nullGid
+		})}
+	}
+	pos := make([]int64, n)
+	for j := range n {
+		pos[j] = t.offs[aggRow(idx, j)]
+	}
+	out := make([]arrow.Array, len(t.fields))
+	for ci, f := range t.fields {
+		out[ci] = keyDecodeColumn(mem, f.Type, t.arena, pos)
+	}
+	return out
+}
+
+// keyDecodeColumn reads one column of the row encoding at pos (advanced past it).
+func keyDecodeColumn(mem memory.Allocator, dt arrow.DataType, arena []byte, pos []int64) arrow.Array {
+	n := len(pos)
+	valid := make([]bool, n)
+	anyNull := false
+	for j, p := range pos {
+		valid[j] = arena[p] == 1
+		anyNull = anyNull || !valid[j]
+	}
+	has := valid
+	if !anyNull {
+		has = nil
+	}
+	w := keyTypeWidth(dt)
+	switch {
+	case dt.ID() == arrow.BOOL:
+		v := make([]uint8, n)
+		for j, p := range pos {
+			if valid[j] {
+				v[j] = arena[p+1]
+				pos[j] = p + 2
+			} else {
+				pos[j] = p + 1
+			}
+		}
+		return aggBoolArray(mem, v, has, nil)
+	case w == 0:
+		starts := make([]int64, n)
+		ends := make([]int64, n)
+		for j, p := range pos {
+			if valid[j] {
+				l := int64(aggLoad[uint32](arena, p+1))
+				starts[j], ends[j] = p+5, p+5+l
+				pos[j] = p + 5 + l
+			} else {
+				starts[j], ends[j] = p+1, p+1
+				pos[j] = p + 1
+			}
+		}
+		return aggVarArray(mem, dt, n, func(j int) ([]byte, bool) { return arena[starts[j]:ends[j]], valid[j] })
+	case w == 1:
+		return aggFixedArray(mem, dt, keyDecodeFixed[uint8](arena, pos, valid), has, nil)
+	case w == 2:
+		return aggFixedArray(mem, dt, keyDecodeFixed[uint16](arena, pos, valid), has, nil)
+	case w == 4:
+		return aggFixedArray(mem, dt, keyDecodeFixed[uint32](arena, pos, valid), has, nil)
+	case w == 8:
+		return aggFixedArray(mem, dt, keyDecodeFixed[uint64](arena, pos, valid), has, nil)
+	case w == 16:
+		v := make([]uint64, 2*n)
+		for j, p := range pos {
+			if valid[j] {
+				v[2*j] = aggLoad[uint64](arena, p+1)
+				v[2*j+1] = aggLoad[uint64](arena, p+9)
+				pos[j] = p + 17
+			} else {
+				pos[j] = p + 1
+			}
+		}
+		return aggFixedArray(mem, dt, aggPairs(v), has, nil)
+	}
+	panic(fmt.Sprintf("batch: decode key of type %s", dt))
+}
+
+// aggPair is the in-memory layout of one decimal128 value.
+type aggPair struct{ lo, hi uint64 }
+
+func aggPairs(v []uint64) []aggPair {
+	return unsafe.Slice((*aggPair)(unsafe.Pointer(unsafe.SliceData(v))), len(v)/2)
+}
+
+func keyDecodeFixed[U uint8 | uint16 | uint32 | uint64](arena []byte, pos []int64, valid []bool) []U {
+	var zero U
+	w := int64(unsafe.Sizeof(zero))
+	out := make([]U, len(pos))
+	for j, p := range pos {
+		if valid[j] {
+			out[j] = aggLoad[U](arena, p+1)
+			pos[j] = p + 1 + w
+		} else {
+			pos[j] = p + 1
+		}
+	}
+	return out
+}

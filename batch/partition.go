@@ -1,0 +1,190 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// PartitionOf is the partition of a row whose HashRows hash is h among n
+// partitions: h % n. Part of the checkpoint format (n is fixed at a query's
+// first batch), like HashRows itself.
+func PartitionOf(h uint64, n int) int { return int(h % uint64(n)) }
+
+// Partition splits rec by the hash of its key columns keyCols into n
+// records: result[p] holds, in their original order, the rows r with
+// PartitionOf(HashRows(keys)[r], n) == p, or is nil when there are none.
+// When every row falls in one partition, that partition is rec itself,
+// retained. The caller releases the records.
+func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int) ([]arrow.RecordBatch, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: partition: %d partitions", ErrAggSchema, n)
+	}
+	if len(keyCols) == 0 {
+		return nil, fmt.Errorf("%w: partition: no key columns", ErrAggSchema)
+	}
+	rows := int(rec.NumRows())
+	out := make([]arrow.RecordBatch, n)
+	if rows == 0 {
+		return out, nil
+	}
+	keys := make([]arrow.Array, len(keyCols))
+	for i, ci := range keyCols {
+		if ci < 0 || ci >= int(rec.NumCols()) {
+			return nil, fmt.Errorf("%w: partition: key column %d of a record of %d columns", ErrAggSchema, ci, rec.NumCols())
+		}
+		keys[i] = rec.Column(ci)
+	}
+	h := make([]uint64, rows)
+	if err := HashRows(keys, h); err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	// Counting sort of the row indices by partition, stable.
+	start := make([]int32, n+1)
+	part := make([]int32, rows)
+	un := uint64(n)
+	for i, x := range h {
+		p := int32(x % un)
+		part[i] = p
+		start[p+1]++
+	}
+	for p := range n {
+		if int(start[p+1]) == rows {
+			rec.Retain()
+			out[p] = rec
+			return out, nil
+		}
+		start[p+1] += start[p]
+	}
+	idx := make([]int32, rows)
+	pos := make([]int32, n)
+	copy(pos, start[:n])
+	for i, p := range part {
+		idx[pos[p]] = int32(i)
+		pos[p]++
+	}
+	for p := range n {
+		sel := idx[start[p]:start[p+1]]
+		if len(sel) == 0 {
+			continue
+		}
+		cols := make([]arrow.Array, rec.NumCols())
+		for ci := range cols {
+			c, err := partGather(mem, rec.Column(ci), sel)
+			if err != nil {
+				for _, c := range cols[:ci] {
+					c.Release()
+				}
+				for _, r := range out {
+					if r != nil {
+						r.Release()
+					}
+				}
+				return nil, fmt.Errorf("partition: column %q: %w", rec.ColumnName(ci), err)
+			}
+			cols[ci] = c
+		}
+		out[p] = array.NewRecordBatch(rec.Schema(), cols, int64(len(sel)))
+		for _, c := range cols {
+			c.Release()
+		}
+	}
+	return out, nil
+}
+
+// partGather returns the rows sel of c, in order.
+func partGather(mem memory.Allocator, c arrow.Array, sel []int32) (arrow.Array, error) {
+	dt := c.DataType()
+	n := len(sel)
+	var nb *memory.Buffer
+	nulls := 0
+	if bm, off := gbBitmap(c); bm != nil {
+		nb = memory.NewResizableBuffer(mem)
+		nb.Resize(int(bitutil.BytesForBits(int64(n))))
+		out := nb.Bytes()
+		clear(out)
+		for j, i := range sel {
+			if bitutil.BitIsSet(bm, off+int(i)) {
+				bitutil.SetBit(out, j)
+			} else {
+				nulls++
+			}
+		}
+	}
+	switch w := keyTypeWidth(dt); {
+	case dt.ID() == arrow.BOOL:
+		b := c.(*array.Boolean)
+		vb := memory.NewResizableBuffer(mem)
+		vb.Resize(int(bitutil.BytesForBits(int64(n))))
+		out := vb.Bytes()
+		clear(out)
+		for j, i := range sel {
+			if b.Value(int(i)) {
+				bitutil.SetBit(out, j)
+			}
+		}
+		return aggFinish(dt, n, []*memory.Buffer{nb, vb}, nulls), nil
+	case w == 1:
+		return partGatherFixed[uint8](mem, c, sel, nb, nulls), nil
+	case w == 2:
+		return partGatherFixed[uint16](mem, c, sel, nb, nulls), nil
+	case w == 4:
+		return partGatherFixed[uint32](mem, c, sel, nb, nulls), nil
+	case w == 8:
+		return partGatherFixed[uint64](mem, c, sel, nb, nulls), nil
+	case w == 16:
+		return partGatherFixed[aggPair](mem, c, sel, nb, nulls), nil
+	case dt.ID() == arrow.STRING || dt.ID() == arrow.BINARY:
+		return partGatherVar(mem, c, gbOffsets[int32](c), sel, nb, nulls), nil
+	case dt.ID() == arrow.LARGE_STRING || dt.ID() == arrow.LARGE_BINARY:
+		return partGatherVar(mem, c, gbOffsets[int64](c), sel, nb, nulls), nil
+	}
+	if nb != nil {
+		nb.Release()
+	}
+	ib := memory.NewResizableBuffer(mem)
+	ib.Resize(4 * n)
+	copy(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(ib.Bytes()))), n), sel)
+	ind := aggFinish(arrow.PrimitiveTypes.Int32, n, []*memory.Buffer{nil, ib}, 0)
+	defer ind.Release()
+	return compute.TakeArray(compute.WithAllocator(context.Background(), mem), c, ind)
+}
+
+func partGatherFixed[T any](mem memory.Allocator, c arrow.Array, sel []int32, nb *memory.Buffer, nulls int) arrow.Array {
+	vals := gbValues[T](c)
+	var zero T
+	vb := memory.NewResizableBuffer(mem)
+	vb.Resize(len(sel) * int(unsafe.Sizeof(zero)))
+	out := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(vb.Bytes()))), len(sel))
+	for j, i := range sel {
+		out[j] = vals[i]
+	}
+	return aggFinish(c.DataType(), len(sel), []*memory.Buffer{nb, vb}, nulls)
+}
+
+func partGatherVar[O int32 | int64](mem memory.Allocator, c arrow.Array, offs []O, sel []int32, nb *memory.Buffer, nulls int) arrow.Array {
+	data := gbVarData(c)
+	var zero O
+	ob := memory.NewResizableBuffer(mem)
+	ob.Resize((len(sel) + 1) * int(unsafe.Sizeof(zero)))
+	no := unsafe.Slice((*O)(unsafe.Pointer(unsafe.SliceData(ob.Bytes()))), len(sel)+1)
+	total := O(0)
+	for j, i := range sel {
+		no[j] = total
+		total += offs[i+1] - offs[i]
+	}
+	no[len(sel)] = total
+	db := memory.NewResizableBuffer(mem)
+	db.Resize(int(total))
+	nd := db.Bytes()
+	for j, i := range sel {
+		copy(nd[no[j]:no[j+1]], data[offs[i]:offs[i+1]])
+	}
+	return aggFinish(c.DataType(), len(sel), []*memory.Buffer{nb, ob, db}, nulls)
+}

@@ -185,3 +185,11 @@ func diff(got, want []row) string {
 	}
 	return fmt.Sprintf("got  %v\nwant %v", got, want)
 }
+
+func newSyncedLocal(t testing.TB, dir string) storage.Store {
+	st, err := storage.OpenLocal(dir, storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

@@ -90,15 +90,10 @@ func (s *Store) checkSchemaFile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("statestore: read %s: %w", s.file(schemaFileName), err)
 	}
-	f, err := decodeFile(s.file(schemaFileName), data, s.mem)
+	oldKey, oldVal, err := decodeSchemas(s.file(schemaFileName), data, s.mem)
 	if err != nil {
 		return err
 	}
-	defer f.release()
-	if f.kind != kindSchema {
-		return &CorruptionError{File: s.file(schemaFileName), Offset: 6, Reason: fmt.Sprintf("holds a %s, not a schema", f.kind)}
-	}
-	oldKey, oldVal := f.sections[0].schema, f.sections[1].schema
 	keyDiff := !schemasMatch(oldKey, s.keySchema)
 	valDiff := !schemasMatch(oldVal, s.valSchema)
 	if keyDiff || valDiff {
@@ -418,4 +413,30 @@ func releaseAll(recs []arrow.RecordBatch) {
 	for _, r := range recs {
 		r.Release()
 	}
+}
+
+// ReadSchemas returns the key and value schemas recorded in a state folder,
+// for tools that open a checkpoint without the query (checkpoint inspect).
+// It returns an error wrapping storage.ErrNotExist when the folder has no
+// schema file.
+func ReadSchemas(ctx context.Context, st storage.Store) (key, value *arrow.Schema, err error) {
+	file := st.URL() + "/" + schemaFileName
+	data, err := st.Get(ctx, schemaFileName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("statestore: read %s: %w", file, err)
+	}
+	return decodeSchemas(file, data, memory.DefaultAllocator)
+}
+
+// decodeSchemas decodes a schema file's bytes.
+func decodeSchemas(file string, data []byte, mem memory.Allocator) (key, value *arrow.Schema, err error) {
+	f, err := decodeFile(file, data, mem)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.release()
+	if f.kind != kindSchema {
+		return nil, nil, &CorruptionError{File: file, Offset: 6, Reason: fmt.Sprintf("holds a %s, not a schema", f.kind)}
+	}
+	return f.sections[0].schema, f.sections[1].schema, nil
 }

@@ -423,3 +423,20 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 		t.Errorf("zero Options: %v", err)
 	}
 }
+
+func TestReadSchemas(t *testing.T) {
+	mem := newMem(t)
+	ctx := context.Background()
+	st := newLocal(t, t.TempDir())
+	if _, _, err := ReadSchemas(ctx, st); err == nil {
+		t.Fatal("ReadSchemas of an empty folder succeeded")
+	}
+	openTest(t, st, mem, 10, 100)
+	k, v, err := ReadSchemas(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.Equal(testKey) || !v.Equal(testValue) {
+		t.Fatalf("ReadSchemas = %s, %s", k, v)
+	}
+}

@@ -197,3 +197,13 @@ func TestKeyEncodingDistinguishesNullAndSlices(t *testing.T) {
 		t.Fatalf("encoding of \"ab\" = %s", got)
 	}
 }
+
+// TestKeyEncodingExample pins the example in docs/format/state.md.
+func TestKeyEncodingExample(t *testing.T) {
+	mem := newMem(t)
+	u := buildUpserts(mem, []row{{user: "ab", shard: 1}})
+	defer u.Release()
+	if got := fmt.Sprintf("% x", newKeyEncoder(u, 2).encode(nil, 0)); got != "01 02 61 62 01 01 00 00 00 00 00 00 00" {
+		t.Fatalf("encoding of (\"ab\", 1) = %s", got)
+	}
+}

@@ -1,0 +1,101 @@
+package files
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Commit implements the engine's SourceCommitter: after the batch ending at
+// end committed, it archives or deletes (WithCleanup) the files of every
+// entry up to end not cleaned up yet, then records how far it got. Without
+// WithCleanup it does nothing.
+//
+// It is idempotent: a file already moved or removed is skipped, and a file
+// whose size or modification time differs from the logged one is a new
+// file under a reused name and is left alone. A crash in the middle and a
+// second call are harmless.
+func (s *Source) Commit(ctx context.Context, end json.RawMessage) error {
+	k, err := DecodeOffset(end)
+	if err != nil {
+		return err
+	}
+	cl := s.cfg.cleanup
+	if cl == (Cleanup{}) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.log == nil {
+		return ErrNotOpen
+	}
+	if k > s.mu.latest {
+		return fmt.Errorf("%w: commit logOffset %d is beyond the files log (latest %d)", ErrBadOffset, k, s.mu.latest)
+	}
+	if k <= s.mu.cleaned {
+		return nil
+	}
+	if cl.archive != "" {
+		if err := os.MkdirAll(cl.archive, 0o755); err != nil {
+			return fmt.Errorf("files: create archive: %w", err)
+		}
+	}
+	for j := s.mu.cleaned + 1; j <= k; j++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, f := range s.mu.entries[j] {
+			if err := s.cleanOne(f); err != nil {
+				return err
+			}
+		}
+	}
+	var errs []error
+	errs = append(errs, syncDir(s.dir))
+	if cl.archive != "" {
+		errs = append(errs, syncDir(cl.archive))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("files: cleanup through %d: %w", k, err)
+	}
+	mark, _ := json.Marshal(cleanupMark{Through: k})
+	if err := s.mu.store.Put(ctx, cleanupName, mark); err != nil {
+		return fmt.Errorf("files: record cleanup through %d: %w", k, err)
+	}
+	s.mu.cleaned = k
+	return nil
+}
+
+func (s *Source) cleanOne(f FileRecord) error {
+	path := filepath.Join(s.dir, f.Name)
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // cleaned up before a crash
+	}
+	if err != nil {
+		return fmt.Errorf("files: cleanup: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Size() != f.Size || st.ModTime().UnixNano() != f.ModTime {
+		return nil // another file now has this name; it is never taken
+	}
+	if s.cfg.cleanup.remove {
+		err = os.Remove(path)
+	} else {
+		err = os.Rename(path, filepath.Join(s.cfg.cleanup.archive, f.Name))
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("files: cleanup: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}

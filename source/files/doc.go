@@ -1,0 +1,107 @@
+// Package files is a source over a landing directory of JSON-lines, CSV or
+// Parquet files, parsed into a declared Arrow schema. It implements the
+// engine's Source, SourceCheckpointer, SourceCommitter, AvailableNowSource
+// and Describer contracts without importing the engine.
+//
+// # Landing contract
+//
+// The directory is listed flat (no subdirectories, no symbolic links). A
+// file is taken when its base name matches the glob (WithGlob; default
+// "*.json", "*.csv" or "*.parquet") and does not begin with "." or "_" nor
+// end in ".tmp". A file that matches is complete: writers write it under a
+// name that does not match (name.tmp, .name) and rename it into place.
+// Writers that cannot rename can use WithMinFileAge, which makes files
+// eligible only once their modification time is that old.
+//
+// A batch reads exactly the bytes a file had when it was taken (its logged
+// size); bytes appended later are never read. A taken file that is gone or
+// shorter (Parquet: of another size) fails Read with ErrFileChanged.
+//
+// A file name, once taken, is never taken again, even if a file of that
+// name reappears later: the log of taken names is the source's memory, and
+// it lives as long as the checkpoint.
+//
+// # Offsets and the files log
+//
+// The source keeps a log in its checkpoint folder (OpenCheckpoint):
+// files/<k> is source batch k's entry, the exact list of files it took
+// (name, size, modification time) in the order they are read, written
+// put-if-absent with offsetlog. The offset is {"logOffset":k}; the initial
+// offset is {"logOffset":-1}. A batch from start to end reads the entries
+// start+1 … end.
+//
+// LatestOffset(start) returns {"logOffset":start+1} if that entry already
+// exists — a crash came after this log was written and before the engine
+// recorded the batch — and never plans anew. Otherwise it lists the
+// directory, takes the files no entry took, in (modification time, name)
+// order, at most WithMaxFilesPerTrigger of them (default: all, as Spark's
+// maxFilesPerTrigger), writes entry start+1, and returns it. With nothing
+// new it returns start.
+//
+// PrepareAvailableNow lists the directory once; later batches take only
+// files from that listing.
+//
+// # Parsing
+//
+// JSON lines: one object per line; blank lines are skipped; keys match
+// column names exactly; undeclared keys are skipped (their structure is
+// checked, not their contents); a key twice in one object is an error; a
+// missing or null value is null for a nullable column and an error
+// otherwise. Numbers go to integer and float columns, strings to string
+// columns. Timestamps are strings in the WithTimestampLayout layout
+// (default RFC 3339 with optional fraction, e.g. "2026-11-30T10:00:00.123Z")
+// or integers counting the column's unit since the epoch; dates are
+// "YYYY-MM-DD". Supported column types: int8…int64, uint8…uint64, float32,
+// float64, string, bool, timestamp (any unit, UTC or no zone), date32.
+//
+// CSV: encoding/csv (RFC 4180, fields may be quoted and span lines). With a
+// header (default) columns map by name: undeclared columns are ignored, a
+// declared nullable column the header lacks is null, a declared
+// non-nullable one fails the file. Without a header (WithCSVHeader(false))
+// fields map to the declared columns by position. Every row must have as
+// many fields as the header (or the schema). An empty field is null for
+// non-string columns and "" for string columns. A CSV file is held in
+// memory while it is parsed.
+//
+// Parquet: columns map by name; undeclared file columns are ignored; a
+// declared column's file type must match (integers of the same signedness
+// and no wider than declared, FLOAT/DOUBLE for floats, BYTE_ARRAY for
+// strings, INT64 TIMESTAMP of any unit for timestamps, INT32 DATE for
+// dates); a mismatch names the column. Row numbers stand in for lines.
+//
+// # Bad input
+//
+// Without a dead-letter directory the first bad line fails Read with an
+// *InputError naming the file, the 1-based line (0 for the whole file), the
+// column when one is at fault, and the reason:
+//
+//	files: /landing/p-3.json line 17: column amount_cents: "12x" is not an int64
+//
+// With WithDeadLetter(dir) each bad line goes to dir/deadletter-<k>.jsonl
+// (k = files log entry, 20 digits) as {"file","line","column","reason","raw"},
+// and every good line, before and after it, is emitted. The file is
+// written whole (temp file, fsync, rename) once the entry's files are
+// read, and overwritten on a replay, so a replay never duplicates it. A
+// file-level problem (unreadable Parquet, a header without a required
+// column) sends one dead letter with line 0 and skips the file.
+//
+// # Cleanup
+//
+// WithCleanup(Archive(dir)) or WithCleanup(Delete()): Commit, called by the
+// engine after a batch committed, moves or deletes the files of every entry
+// up to that batch, then records how far it got in the object "cleanup" of
+// the checkpoint folder. It only touches a file whose size and modification
+// time still match the log, skips files already gone, and so may run again
+// after a crash. Read still finds a file of an uncommitted entry in the
+// archive.
+//
+// # Lifecycle and concurrency
+//
+// New, OpenCheckpoint, then LatestOffset / Read / Commit as the engine
+// plans, runs and commits batches. The taken set and every entry's file
+// list are kept in memory (rebuilt by OpenCheckpoint). A Source is safe
+// for concurrent use; Read emits records of at most WithBatchSize rows
+// (default 65536), spanning files, and releases each after emit returns.
+//
+// The on-disk formats are described in docs/format/files-source.md.
+package files

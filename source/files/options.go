@@ -1,0 +1,167 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Format is the encoding of the landing files.
+type Format int
+
+// The formats a files source reads.
+const (
+	JSON    Format = iota + 1 // JSON lines: one object per line
+	CSV                       // RFC 4180 CSV, with or without a header row
+	Parquet                   // Apache Parquet, flat schema
+)
+
+func (f Format) String() string {
+	switch f {
+	case JSON:
+		return "json"
+	case CSV:
+		return "csv"
+	case Parquet:
+		return "parquet"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+func (f Format) defaultGlob() string {
+	switch f {
+	case JSON:
+		return "*.json"
+	case CSV:
+		return "*.csv"
+	case Parquet:
+		return "*.parquet"
+	}
+	return ""
+}
+
+// Cleanup is what happens to the files of a batch once the batch has
+// committed: Archive(dir) or Delete().
+type Cleanup struct {
+	archive string
+	remove  bool
+}
+
+// Archive moves each file of a committed batch into dir (created if
+// needed), keeping its name. dir must be on the same file system as the
+// landing directory (the move is a rename).
+func Archive(dir string) Cleanup { return Cleanup{archive: dir} }
+
+// Delete removes each file of a committed batch.
+func Delete() Cleanup { return Cleanup{remove: true} }
+
+type config struct {
+	glob         string
+	maxFiles     int
+	minAge       time.Duration
+	cleanup      Cleanup
+	deadLetter   string
+	layout       string
+	csvHeader    bool
+	csvDelimiter rune
+	batchSize    int
+	clock        func() time.Time
+	mem          memory.Allocator
+}
+
+func defaults(f Format) config {
+	return config{
+		glob:         f.defaultGlob(),
+		layout:       time.RFC3339Nano,
+		csvHeader:    true,
+		csvDelimiter: ',',
+		batchSize:    64 * 1024,
+		clock:        time.Now,
+		mem:          memory.DefaultAllocator,
+	}
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if _, err := filepath.Match(c.glob, "x"); err != nil || c.glob == "" {
+		errs = append(errs, fmt.Errorf("%w: glob %q is not a valid pattern", ErrBadOption, c.glob))
+	}
+	if c.maxFiles < 0 {
+		errs = append(errs, fmt.Errorf("%w: max files per trigger %d is negative", ErrBadOption, c.maxFiles))
+	}
+	if c.minAge < 0 {
+		errs = append(errs, fmt.Errorf("%w: min file age %v is negative", ErrBadOption, c.minAge))
+	}
+	if c.cleanup.archive == "" && c.cleanup != (Cleanup{}) && !c.cleanup.remove {
+		errs = append(errs, fmt.Errorf("%w: bad cleanup", ErrBadOption))
+	}
+	if c.layout == "" {
+		errs = append(errs, fmt.Errorf("%w: empty timestamp layout", ErrBadOption))
+	}
+	if c.csvDelimiter == '"' || c.csvDelimiter == '\r' || c.csvDelimiter == '\n' || c.csvDelimiter == 0 {
+		errs = append(errs, fmt.Errorf("%w: CSV delimiter %q", ErrBadOption, c.csvDelimiter))
+	}
+	if c.batchSize <= 0 {
+		errs = append(errs, fmt.Errorf("%w: batch size %d is not positive", ErrBadOption, c.batchSize))
+	}
+	if c.clock == nil {
+		errs = append(errs, fmt.Errorf("%w: nil clock", ErrBadOption))
+	}
+	if c.mem == nil {
+		errs = append(errs, fmt.Errorf("%w: nil allocator", ErrBadOption))
+	}
+	return errors.Join(errs...)
+}
+
+// Option configures a Source.
+type Option func(*config)
+
+// WithGlob sets the pattern (filepath.Match syntax, matched against the
+// base name) a landing file must match. Default by format: "*.json",
+// "*.csv", "*.parquet". Names beginning with "." or "_" and names ending in
+// ".tmp" never match.
+func WithGlob(pattern string) Option { return func(c *config) { c.glob = pattern } }
+
+// WithMaxFilesPerTrigger caps the files one batch takes. Default 0: no cap,
+// a batch takes every new file (as Spark's maxFilesPerTrigger default).
+func WithMaxFilesPerTrigger(n int) Option { return func(c *config) { c.maxFiles = n } }
+
+// WithMinFileAge makes LatestOffset skip files modified less than d ago
+// (by the WithClock clock), for writers that cannot rename. Default 0.
+func WithMinFileAge(d time.Duration) Option { return func(c *config) { c.minAge = d } }
+
+// WithCleanup archives or deletes the files of each batch after it commits
+// (see Commit). Default: files stay where they are.
+func WithCleanup(cl Cleanup) Option { return func(c *config) { c.cleanup = cl } }
+
+// WithDeadLetter sends bad lines to JSON-lines files in dir instead of
+// failing the batch. Default: a bad line fails the batch with *InputError.
+func WithDeadLetter(dir string) Option { return func(c *config) { c.deadLetter = dir } }
+
+// WithTimestampLayout sets the time.Parse layout of timestamp values given
+// as strings. Default time.RFC3339Nano (which also accepts no fraction);
+// values without a zone are UTC.
+func WithTimestampLayout(layout string) Option { return func(c *config) { c.layout = layout } }
+
+// WithCSVHeader says whether the first row of each CSV file names the
+// columns (default true). Without a header, fields map to the declared
+// columns by position.
+func WithCSVHeader(on bool) Option { return func(c *config) { c.csvHeader = on } }
+
+// WithCSVDelimiter sets the CSV field delimiter. Default ','.
+func WithCSVDelimiter(r rune) Option { return func(c *config) { c.csvDelimiter = r } }
+
+// WithBatchSize sets the most rows in one emitted record. Default 65536.
+func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+
+// WithClock sets the clock WithMinFileAge measures against. It decides only
+// which files a new batch takes (and that choice is logged), never what a
+// row contains. Default time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithAllocator sets the Arrow allocator of emitted records. Default
+// memory.DefaultAllocator.
+func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.mem = mem } }

@@ -1,0 +1,344 @@
+package files
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// logDir is the folder of the files log inside the source's checkpoint
+// store; cleanupName is the object recording how far cleanup got.
+const (
+	logDir      = "files"
+	cleanupName = "cleanup"
+)
+
+// FileRecord is one file a batch took, as the files log records it.
+type FileRecord struct {
+	Name    string `json:"name"`    // base name in the landing directory
+	Size    int64  `json:"size"`    // bytes, when taken; Read reads exactly these
+	ModTime int64  `json:"modTime"` // Unix nanoseconds, when taken
+}
+
+// LogEntry is the files log entry of one source batch: the files it took,
+// in the order Read reads them.
+type LogEntry struct {
+	Files []FileRecord `json:"files"`
+}
+
+type cleanupMark struct {
+	Through int64 `json:"through"`
+}
+
+// Source is a landing directory of files. See the package documentation.
+type Source struct {
+	dir    string
+	format Format
+	schema *arrow.Schema
+	cols   []column
+	cfg    config
+
+	mu struct {
+		sync.Mutex
+		store    storage.Store
+		log      *offsetlog.Log[LogEntry]
+		entries  map[int64][]FileRecord
+		latest   int64 // highest logged entry, -1 for none
+		taken    map[string]struct{}
+		cleaned  int64               // entries up to here were cleaned up
+		snapshot map[string]struct{} // AvailableNow: the eligible names then; nil otherwise
+		dead     storage.Store       // dead-letter directory, opened on first use
+	}
+}
+
+// New returns a source reading files of format from the landing directory
+// dir, parsed into schema. OpenCheckpoint must be called before planning.
+func New(dir string, format Format, schema *arrow.Schema, opts ...Option) (*Source, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty landing directory", ErrBadOption)
+	}
+	if format < JSON || format > Parquet {
+		return nil, fmt.Errorf("%w: unknown format %v", ErrBadOption, format)
+	}
+	if schema == nil || schema.NumFields() == 0 {
+		return nil, fmt.Errorf("%w: a schema with at least one column is required", ErrBadOption)
+	}
+	cols, err := columnsOf(schema)
+	if err != nil {
+		return nil, err
+	}
+	cfg := defaults(format)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("files: resolve %s: %w", dir, err)
+	}
+	if cfg.cleanup.archive != "" {
+		if cfg.cleanup.archive, err = filepath.Abs(cfg.cleanup.archive); err != nil {
+			return nil, fmt.Errorf("files: resolve archive %s: %w", cfg.cleanup.archive, err)
+		}
+		if cfg.cleanup.archive == abs {
+			return nil, fmt.Errorf("%w: archive directory is the landing directory", ErrBadOption)
+		}
+	}
+	s := &Source{dir: abs, format: format, schema: schema, cols: cols, cfg: cfg}
+	s.mu.latest = -1
+	s.mu.cleaned = -1
+	return s, nil
+}
+
+// Schema implements the source contract.
+func (s *Source) Schema() *arrow.Schema { return s.schema }
+
+// Description implements the engine's Describer: files[/landing/*.json].
+func (s *Source) Description() string {
+	return "files[" + filepath.Join(s.dir, s.cfg.glob) + "]"
+}
+
+// EncodeOffset returns the offset JSON of files log entry k.
+func EncodeOffset(k int64) json.RawMessage {
+	b := make([]byte, 0, 32)
+	b = append(b, `{"logOffset":`...)
+	b = strconv.AppendInt(b, k, 10)
+	return append(b, '}')
+}
+
+// DecodeOffset parses an offset written by EncodeOffset.
+func DecodeOffset(off json.RawMessage) (int64, error) {
+	var o struct {
+		LogOffset *int64 `json:"logOffset"`
+	}
+	if err := json.Unmarshal(off, &o); err != nil || o.LogOffset == nil || *o.LogOffset < -1 {
+		return 0, fmt.Errorf("%w: %q: want {\"logOffset\":k} with k >= -1", ErrBadOffset, trunc(off))
+	}
+	return *o.LogOffset, nil
+}
+
+func trunc(b []byte) string {
+	if len(b) > 64 {
+		return string(b[:64]) + "…"
+	}
+	return string(b)
+}
+
+// InitialOffset implements the source contract: {"logOffset":-1}.
+func (s *Source) InitialOffset(context.Context) (json.RawMessage, error) {
+	return EncodeOffset(-1), nil
+}
+
+// OpenCheckpoint implements the engine's SourceCheckpointer: it loads the
+// files log under store (the source's own folder of the checkpoint) and
+// rebuilds the set of taken file names from it.
+func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error {
+	log := offsetlog.New[LogEntry](store, logDir)
+	ids, err := log.List(ctx)
+	if err != nil {
+		return fmt.Errorf("files: open checkpoint: %w", err)
+	}
+	entries := make(map[int64][]FileRecord, len(ids))
+	taken := make(map[string]struct{})
+	latest := int64(-1)
+	for _, id := range ids {
+		e, err := log.Get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("files: open checkpoint: %w", err)
+		}
+		entries[id] = e.Files
+		for _, f := range e.Files {
+			taken[f.Name] = struct{}{}
+		}
+		latest = id
+	}
+	cleaned := int64(-1)
+	data, err := store.Get(ctx, cleanupName)
+	switch {
+	case err == nil:
+		var m cleanupMark
+		if err := json.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("files: open checkpoint: read %s/%s: %w", store.URL(), cleanupName, err)
+		}
+		cleaned = m.Through
+	case !storage.IsNotExist(err):
+		return fmt.Errorf("files: open checkpoint: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.store, s.mu.log = store, log
+	s.mu.entries, s.mu.taken, s.mu.latest, s.mu.cleaned = entries, taken, latest, cleaned
+	return nil
+}
+
+// LatestOffset implements the source contract. If the files log already
+// holds the entry after start (a crash came between this log and the
+// engine's), it returns that entry; otherwise it logs a new entry of the
+// files not taken yet, or returns start when there are none.
+func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error) {
+	k, err := DecodeOffset(start)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.log == nil {
+		return nil, ErrNotOpen
+	}
+	if k > s.mu.latest {
+		return nil, fmt.Errorf("%w: start logOffset %d is beyond the files log (latest %d) in %s", ErrBadOffset, k, s.mu.latest, s.mu.store.URL())
+	}
+	if k < s.mu.latest {
+		return EncodeOffset(k + 1), nil
+	}
+	fresh, err := s.listNew()
+	if err != nil {
+		return nil, err
+	}
+	if len(fresh) == 0 {
+		return start, nil
+	}
+	next := s.mu.latest + 1
+	if err := s.mu.log.Add(ctx, next, LogEntry{Files: fresh}); err != nil {
+		return nil, fmt.Errorf("files: log batch %d: %w", next, err)
+	}
+	s.mu.entries[next] = fresh
+	for _, f := range fresh {
+		s.mu.taken[f.Name] = struct{}{}
+	}
+	s.mu.latest = next
+	return EncodeOffset(next), nil
+}
+
+// PrepareAvailableNow implements the engine's AvailableNowSource: later
+// batches take only files that were eligible at this call.
+func (s *Source) PrepareAvailableNow(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs, err := s.listEligible()
+	if err != nil {
+		return err
+	}
+	snap := make(map[string]struct{}, len(fs))
+	for _, f := range fs {
+		snap[f.Name] = struct{}{}
+	}
+	s.mu.snapshot = snap
+	return nil
+}
+
+// listEligible lists the landing files that match the landing contract, in
+// (mod time, name) order.
+func (s *Source) listEligible() ([]FileRecord, error) {
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("files: list %s: %w", s.dir, err)
+	}
+	var cutoff int64
+	if s.cfg.minAge > 0 {
+		cutoff = s.cfg.clock().Add(-s.cfg.minAge).UnixNano()
+	}
+	var out []FileRecord
+	for _, de := range des {
+		name := de.Name()
+		if !de.Type().IsRegular() || !eligibleName(name, s.cfg.glob) {
+			continue
+		}
+		info, err := de.Info()
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // moved away since the listing
+			}
+			return nil, fmt.Errorf("files: stat %s: %w", filepath.Join(s.dir, name), err)
+		}
+		mt := info.ModTime().UnixNano()
+		if cutoff != 0 && mt > cutoff {
+			continue
+		}
+		out = append(out, FileRecord{Name: name, Size: info.Size(), ModTime: mt})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ModTime != out[j].ModTime {
+			return out[i].ModTime < out[j].ModTime
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+func eligibleName(name, glob string) bool {
+	if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || strings.HasSuffix(name, ".tmp") {
+		return false
+	}
+	ok, _ := filepath.Match(glob, name)
+	return ok
+}
+
+// listNew returns the eligible files no entry took, capped per trigger.
+// s.mu is held.
+func (s *Source) listNew() ([]FileRecord, error) {
+	all, err := s.listEligible()
+	if err != nil {
+		return nil, err
+	}
+	var out []FileRecord
+	for _, f := range all {
+		if _, ok := s.mu.taken[f.Name]; ok {
+			continue
+		}
+		if s.mu.snapshot != nil {
+			if _, ok := s.mu.snapshot[f.Name]; !ok {
+				continue
+			}
+		}
+		out = append(out, f)
+		if s.cfg.maxFiles > 0 && len(out) == s.cfg.maxFiles {
+			break
+		}
+	}
+	return out, nil
+}
+
+// entriesIn returns the logged entries start+1..end, in order.
+func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, [][]FileRecord, error) {
+	from, err := DecodeOffset(start)
+	if err != nil {
+		return nil, nil, err
+	}
+	to, err := DecodeOffset(end)
+	if err != nil {
+		return nil, nil, err
+	}
+	if to < from {
+		return nil, nil, fmt.Errorf("%w: range end %d before start %d", ErrBadOffset, to, from)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.log == nil {
+		return nil, nil, ErrNotOpen
+	}
+	var ids []int64
+	var lists [][]FileRecord
+	for k := from + 1; k <= to; k++ {
+		fs, ok := s.mu.entries[k]
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: the files log in %s has no entry %d", ErrBadOffset, s.mu.store.URL(), k)
+		}
+		ids = append(ids, k)
+		lists = append(lists, fs)
+	}
+	return ids, lists, nil
+}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var (
@@ -44,3 +45,19 @@ func (e *ColumnError) Error() string {
 
 // Is makes errors.Is(err, ErrSchemaMismatch) true.
 func (e *ColumnError) Is(target error) bool { return target == ErrSchemaMismatch }
+
+// opError names the operation an error happened in, with the package prefix
+// once: "postgres: job "j" batch 4: table "t" has no column …" rather than a
+// prefix per layer.
+type opError struct {
+	op  string
+	err error
+}
+
+func wrapOp(op string, err error) error { return &opError{op: op, err: err} }
+
+func (e *opError) Error() string {
+	return "postgres: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "postgres: ")
+}
+
+func (e *opError) Unwrap() error { return e.err }

@@ -92,7 +92,7 @@ func (g *Guard) Start(ctx context.Context) error {
 		}
 	}
 	if err := checkProgress(ctx, g.pool, g.progress); err != nil {
-		return g.scrub.err(fmt.Errorf("postgres: job %q: %w", g.job, err))
+		return g.scrub.err(wrapOp(fmt.Sprintf("job %q", g.job), err))
 	}
 	if _, err := g.pool.Exec(ctx, "INSERT INTO "+g.progress.sql()+
 		" (job, batch_id, updated_at) VALUES ($1, -1, now()) ON CONFLICT (job) DO NOTHING", g.job); err != nil {
@@ -122,19 +122,19 @@ func (g *Guard) Applied(ctx context.Context) (int64, error) {
 func (g *Guard) Advance(ctx context.Context, tx pgx.Tx, batchID int64) (bool, error) {
 	ok, err := g.advance(ctx, tx, batchID)
 	if err != nil {
-		return false, g.scrub.err(fmt.Errorf("postgres: %w", err))
+		return false, g.scrub.err(wrapOp(fmt.Sprintf("job %q batch %d", g.job, batchID), err))
 	}
 	return ok, nil
 }
 
 func (g *Guard) advance(ctx context.Context, tx pgx.Tx, batchID int64) (bool, error) {
 	if batchID < 0 {
-		return false, fmt.Errorf("job %q: batch id %d is negative", g.job, batchID)
+		return false, fmt.Errorf("batch id %d is negative", batchID)
 	}
 	tag, err := tx.Exec(ctx, "UPDATE "+g.progress.sql()+
 		" SET batch_id = $2, updated_at = now() WHERE job = $1 AND batch_id < $2", g.job, batchID)
 	if err != nil {
-		return false, fmt.Errorf("job %q batch %d: advance progress: %w", g.job, batchID, err)
+		return false, fmt.Errorf("advance progress: %w", err)
 	}
 	if tag.RowsAffected() == 1 {
 		return true, nil
@@ -145,7 +145,7 @@ func (g *Guard) advance(ctx context.Context, tx pgx.Tx, batchID int64) (bool, er
 	tag, err = tx.Exec(ctx, "INSERT INTO "+g.progress.sql()+
 		" (job, batch_id, updated_at) VALUES ($1, $2, now()) ON CONFLICT (job) DO NOTHING", g.job, batchID)
 	if err != nil {
-		return false, fmt.Errorf("job %q batch %d: create progress row: %w", g.job, batchID, err)
+		return false, fmt.Errorf("create progress row: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -166,7 +166,7 @@ func (g *Guard) Run(ctx context.Context, batchID int64, fn func(ctx context.Cont
 	})
 	res.Attempts = n
 	if err != nil {
-		return res, g.scrub.err(fmt.Errorf("postgres: %w", err))
+		return res, err
 	}
 	if res.Skipped {
 		g.count.skipped.Add(1)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -88,10 +89,10 @@ func (r *retrier) do(ctx context.Context, what string, attempt func(ctx context.
 		}
 		err = r.scrub.err(err)
 		if !retryable(err) || ctx.Err() != nil {
-			return n, err
+			return n, r.scrub.err(wrapOp(what, err))
 		}
 		if n >= r.cfg.maxAttempts {
-			return n, fmt.Errorf("%w: %s: %d attempts: %w", ErrRetriesExhausted, what, n, err)
+			return n, r.scrub.err(&exhaustedError{what: what, attempts: n, err: err})
 		}
 		d := backoff(r.cfg, n)
 		r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "postgres: batch transaction failed, retrying",
@@ -104,7 +105,23 @@ func (r *retrier) do(ctx context.Context, what string, attempt func(ctx context.
 			sleep = sleepCtx
 		}
 		if serr := sleep(ctx, d); serr != nil {
-			return n, fmt.Errorf("%s: wait to retry: %w (last error: %w)", what, serr, err)
+			return n, r.scrub.err(fmt.Errorf("postgres: %s: wait to retry: %w (last error: %w)", what, serr, err))
 		}
 	}
 }
+
+// exhaustedError is the last error of a batch transaction that failed on
+// every attempt; errors.Is(err, ErrRetriesExhausted) holds.
+type exhaustedError struct {
+	what     string
+	attempts int
+	err      error
+}
+
+func (e *exhaustedError) Error() string {
+	return fmt.Sprintf("postgres: %s: retries exhausted after %d attempts: %s", e.what, e.attempts, strings.TrimPrefix(e.err.Error(), "postgres: "))
+}
+
+func (e *exhaustedError) Unwrap() error { return e.err }
+
+func (e *exhaustedError) Is(target error) bool { return target == ErrRetriesExhausted }

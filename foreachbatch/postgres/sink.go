@@ -113,7 +113,7 @@ func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 	ctx, cancel := context.WithTimeout(context.Background(), validateTimeout)
 	defer cancel()
 	if _, err := s.ap.planFor(ctx, s.pool, schema); err != nil {
-		return s.scrub.err(fmt.Errorf("postgres: validate %s: %w", s.target.sql(), err))
+		return s.scrub.err(wrapOp("validate "+s.target.sql(), err))
 	}
 	return nil
 }
@@ -149,7 +149,7 @@ func (s *Sink) Write(ctx context.Context, batchID int64, schema *arrow.Schema, r
 	})
 	res.Attempts = n
 	if err != nil {
-		return res, s.scrub.err(fmt.Errorf("postgres: %w", err))
+		return res, err
 	}
 	s.count.applied.Add(1)
 	return res, nil
@@ -184,7 +184,7 @@ func (s *Sink) upsertOnce(ctx context.Context, batchID int64, schema *arrow.Sche
 func (s *Sink) Apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) (int64, error) {
 	n, err := s.ap.apply(ctx, tx, batchID, schema, records)
 	if err != nil {
-		return 0, s.scrub.err(fmt.Errorf("postgres: %w", err))
+		return 0, s.scrub.err(wrapOp(fmt.Sprintf("apply batch %d", batchID), err))
 	}
 	return n, nil
 }

@@ -246,6 +246,7 @@ func TestDuplicateKeysInBatch(t *testing.T) {
 		rec := kvRecord(t, mem, kvSchema, []int64{1, 7, 7}, []*int64{i64(1), i64(2), i64(3)})
 		defer rec.Release()
 		err = s.AddBatch(ctx, 0, kvSchema, []arrow.RecordBatch{rec})
+		t.Log(err)
 		if !errors.Is(err, ErrDuplicateKey) || !strings.Contains(err.Error(), "k=7") || !strings.Contains(err.Error(), "rows 1 and 2") {
 			t.Fatalf("err = %v, want ErrDuplicateKey naming k=7, rows 1 and 2", err)
 		}
@@ -374,6 +375,7 @@ func TestSchemaMismatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = s.ValidateSchema(tc.schema)
+			t.Log(err)
 			if !errors.Is(err, ErrSchemaMismatch) {
 				t.Fatalf("err = %v, want ErrSchemaMismatch", err)
 			}
@@ -507,6 +509,7 @@ func TestConnectionCutMidBatch(t *testing.T) {
 		_, _ = pool.Exec(ctx, "SELECT pg_terminate_backend($1)", tx.Conn().PgConn().PID())
 	}
 	_, err = s.Write(ctx, 1, kvSchema, []arrow.RecordBatch{rec})
+	t.Log(err)
 	if !errors.Is(err, ErrRetriesExhausted) {
 		t.Fatalf("err = %v, want ErrRetriesExhausted", err)
 	}

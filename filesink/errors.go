@@ -1,0 +1,19 @@
+package filesink
+
+import "errors"
+
+var (
+	// ErrUnsupportedType is returned by ValidateSchema (and AddBatch) for a
+	// column whose Arrow type the sink cannot write; the message names the
+	// column and the type.
+	ErrUnsupportedType = errors.New("filesink: unsupported column type")
+	// ErrBadSchema is returned for a schema the sink cannot use: a
+	// partition column missing, duplicate or empty column names, a schema
+	// that differs from the table's partitioning.
+	ErrBadSchema = errors.New("filesink: bad schema")
+	// ErrBadOption is returned by New for an invalid option value.
+	ErrBadOption = errors.New("filesink: bad option")
+	// ErrBadData is returned by AddBatch for a value the sink refuses to
+	// write (a null in a non-nullable column, a timestamp out of range).
+	ErrBadData = errors.New("filesink: bad data")
+)

@@ -44,7 +44,9 @@ func landing(t *testing.T, dir, name, content string, age time.Duration) {
 	}
 }
 
-func checkpoint(t *testing.T) storage.Store {
+func checkpoint(t *testing.T) storage.Store { return checkpointB(t) }
+
+func checkpointB(t testing.TB) storage.Store {
 	t.Helper()
 	st, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{NoSync: true})
 	if err != nil {

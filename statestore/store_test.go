@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -438,5 +439,58 @@ func TestReadSchemas(t *testing.T) {
 	}
 	if !k.Equal(testKey) || !v.Equal(testValue) {
 		t.Fatalf("ReadSchemas = %s, %s", k, v)
+	}
+}
+
+// TestKeySet stores keys with no value columns (a dedup set) and commits
+// versions with no changes at all.
+func TestKeySet(t *testing.T) {
+	mem := newMem(t)
+	ctx := context.Background()
+	key := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	s, err := Open(ctx, newLocal(t, t.TempDir()), Options{KeySchema: key, ValueSchema: arrow.NewSchema(nil, nil), SnapshotEvery: 2, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(vals ...int64) arrow.RecordBatch {
+		b := array.NewRecordBuilder(mem, key)
+		defer b.Release()
+		b.Field(0).(*array.Int64Builder).AppendValues(vals, nil)
+		return b.NewRecordBatch()
+	}
+	steps := []struct{ ups, dels []int64 }{{ups: []int64{5, 1, 256}}, {}, {ups: []int64{2}, dels: []int64{5}}, {}}
+	for v, st := range steps {
+		var u, d arrow.RecordBatch
+		if st.ups != nil {
+			u = ids(st.ups...)
+		}
+		if st.dels != nil {
+			d = ids(st.dels...)
+		}
+		err := s.Commit(ctx, int64(v), u, d)
+		for _, r := range []arrow.RecordBatch{u, d} {
+			if r != nil {
+				r.Release()
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Maintain(ctx, int64(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := s.Load(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseAll(recs)
+	var got []int64
+	for _, r := range recs {
+		got = append(got, r.Column(0).(*array.Int64).Int64Values()...)
+	}
+	// Key-encoding order: little-endian bytes, so 256 (00 01 …) sorts first.
+	if fmt.Sprint(got) != "[256 1 2]" {
+		t.Fatalf("Load(3) = %v, want [256 1 2]", got)
 	}
 }

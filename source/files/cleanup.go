@@ -61,7 +61,7 @@ func (s *Source) Commit(ctx context.Context, end json.RawMessage) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("files: cleanup through %d: %w", k, err)
 	}
-	mark, _ := json.Marshal(cleanupMark{Through: k})
+	mark, _ := json.Marshal(cleanupMark{Version: 1, Through: k})
 	if err := s.mu.store.Put(ctx, cleanupName, mark); err != nil {
 		return fmt.Errorf("files: record cleanup through %d: %w", k, err)
 	}

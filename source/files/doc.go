@@ -63,11 +63,16 @@
 // non-string columns and "" for string columns. A CSV file is held in
 // memory while it is parsed.
 //
-// Parquet: columns map by name; undeclared file columns are ignored; a
-// declared column's file type must match (integers of the same signedness
-// and no wider than declared, FLOAT/DOUBLE for floats, BYTE_ARRAY for
-// strings, INT64 TIMESTAMP of any unit for timestamps, INT32 DATE for
-// dates); a mismatch names the column. Row numbers stand in for lines.
+// Parquet: flat files; columns map by name; undeclared file columns are
+// ignored; a declared nullable column the file lacks is null. A declared
+// column's file type must fit: integers of the same signedness (INT64 only
+// into 64-bit columns, INT32 into any width, range-checked per value),
+// FLOAT or DOUBLE for floats, BYTE_ARRAY (plain or STRING) for strings,
+// INT64 TIMESTAMP of any unit for timestamps (converted to the declared
+// unit, rounded down), INT32 DATE for dates. A type that does not fit
+// rejects the file naming the column; a null or out-of-range value
+// rejects the row. Row numbers (1-based across row groups) stand in for
+// line numbers.
 //
 // # Bad input
 //

@@ -624,3 +624,114 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+type pqOptionalAmount struct {
+	ID     int64  `parquet:"id"`
+	Amount *int64 `parquet:"amount_cents,optional"`
+	TS     int64  `parquet:"ts,timestamp(nanosecond)"`
+}
+
+func TestParquetBadRows(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dir, dead := t.TempDir(), t.TempDir()
+	v := int64(5)
+	ns := t0.UnixNano() + 1999 // rounds down to the microsecond
+	writeParquet(t, dir, "a.parquet", []pqOptionalAmount{{1, &v, ns}, {2, nil, ns}, {3, &v, ns}})
+	landing(t, dir, "b.parquet", "PAR1 this is not parquet", time.Second)
+
+	s := open(t, checkpoint(t), dir, Parquet, payments(), WithAllocator(mem))
+	latest(t, s, -1)
+	_, err := rows(t, s, -1, 0)
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Line != 2 || ie.Column != "amount_cents" || ie.Reason != "null (the column is not nullable)" {
+		t.Fatalf("err %v, want row 2 column amount_cents null", err)
+	}
+
+	s = open(t, checkpoint(t), dir, Parquet, payments(), WithAllocator(mem), WithDeadLetter(dead))
+	latest(t, s, -1)
+	got := mustRows(t, s, -1, 0)
+	if want := "[1|5|(null)|2026-11-30T10:00:00.000001Z 3|5|(null)|2026-11-30T10:00:00.000001Z]"; fmt.Sprint(got) != want {
+		t.Fatalf("rows %v\nwant %s", got, want)
+	}
+	data, err := os.ReadFile(filepath.Join(dead, DeadLetterName(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"line":2,"column":"amount_cents"`) ||
+		!strings.Contains(lines[1], `b.parquet","line":0,"reason":"not a readable Parquet file`) {
+		t.Fatalf("dead letters:\n%s", data)
+	}
+}
+
+func TestRecordsSpanFiles(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dir := t.TempDir()
+	for i := range 3 {
+		var b strings.Builder
+		for j := range 3 {
+			fmt.Fprintf(&b, `{"id":%d,"amount_cents":0,"ts":"2026-11-30T10:00:00Z"}`+"\n", i*3+j)
+		}
+		landing(t, dir, fmt.Sprintf("f%d.json", i), b.String(), time.Duration(i)*time.Second)
+	}
+	s := open(t, checkpoint(t), dir, JSON, payments(), WithAllocator(mem), WithBatchSize(4))
+	latest(t, s, -1)
+	var sizes []int64
+	var ids []int64
+	err := s.Read(context.Background(), EncodeOffset(-1), EncodeOffset(0), func(rec arrow.RecordBatch) error {
+		sizes = append(sizes, rec.NumRows())
+		for i := 0; i < int(rec.NumRows()); i++ {
+			ids = append(ids, rec.Column(0).(interface{ Value(int) int64 }).Value(i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sizes) != "[4 4 1]" || fmt.Sprint(ids) != "[0 1 2 3 4 5 6 7 8]" {
+		t.Fatalf("record sizes %v ids %v", sizes, ids)
+	}
+}
+
+func TestTimestampUnits(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "s", Type: &arrow.TimestampType{Unit: arrow.Second}},
+		{Name: "ms", Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}},
+		{Name: "ns", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}},
+	}, nil)
+	dir := t.TempDir()
+	ts := `"1969-12-31T23:59:59.123456789Z"`
+	landing(t, dir, "a.json", `{"s":`+ts+`,"ms":`+ts+`,"ns":`+ts+"}\n", 0)
+	s := open(t, checkpoint(t), dir, JSON, schema)
+	latest(t, s, -1)
+	var got []int64
+	err := s.Read(context.Background(), EncodeOffset(-1), EncodeOffset(0), func(rec arrow.RecordBatch) error {
+		for _, c := range rec.Columns() {
+			got = append(got, int64(c.(interface{ Value(int) arrow.Timestamp }).Value(0)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[-1 -877 -876543211]"; fmt.Sprint(got) != want {
+		t.Fatalf("got %v, want %s", got, want)
+	}
+	for _, tc := range []struct {
+		v        int64
+		from, to arrow.TimeUnit
+		want     int64
+		wantFits bool
+	}{
+		{-1, arrow.Microsecond, arrow.Millisecond, -1, true},
+		{1999, arrow.Microsecond, arrow.Millisecond, 1, true},
+		{2, arrow.Second, arrow.Nanosecond, 2_000_000_000, true},
+		{1 << 62, arrow.Second, arrow.Millisecond, 0, false},
+	} {
+		if got, ok := convertUnit(tc.v, tc.from, tc.to); got != tc.want || ok != tc.wantFits {
+			t.Errorf("convertUnit(%d, %v, %v) = %d, %v", tc.v, tc.from, tc.to, got, ok)
+		}
+	}
+}

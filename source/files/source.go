@@ -37,7 +37,9 @@ type LogEntry struct {
 	Files []FileRecord `json:"files"`
 }
 
+// cleanupMark is the content of the cleanup object.
 type cleanupMark struct {
+	Version int   `json:"version"` // 1
 	Through int64 `json:"through"`
 }
 
@@ -170,8 +172,8 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	switch {
 	case err == nil:
 		var m cleanupMark
-		if err := json.Unmarshal(data, &m); err != nil {
-			return fmt.Errorf("files: open checkpoint: read %s/%s: %w", store.URL(), cleanupName, err)
+		if err := json.Unmarshal(data, &m); err != nil || m.Version != 1 {
+			return fmt.Errorf("files: open checkpoint: %s/%s is not a version 1 cleanup record: %q", store.URL(), cleanupName, trunc(data))
 		}
 		cleaned = m.Through
 	case !storage.IsNotExist(err):

@@ -161,6 +161,10 @@ func appendValue(b array.Builder, f arrow.Field, i int) {
 // makeRecord builds rows [from, to) of schema.
 func makeRecord(t testing.TB, mem memory.Allocator, schema *arrow.Schema, from, to int) arrow.RecordBatch {
 	t.Helper()
+	return buildRecord(mem, schema, from, to)
+}
+
+func buildRecord(mem memory.Allocator, schema *arrow.Schema, from, to int) arrow.RecordBatch {
 	b := array.NewRecordBuilder(mem, schema)
 	defer b.Release()
 	for i := from; i < to; i++ {

@@ -34,10 +34,14 @@ func (s *Store) fail(ctx context.Context, op, name string, err error) error {
 	if errors.As(err, &re) {
 		status = re.HTTPStatusCode()
 	}
+	// Decide on the error code: some servers answer other failures (an
+	// unknown access key, for one) with the same status, and taking those
+	// for a missing object would be a silent disaster. A bare status counts
+	// only when the answer had no code at all.
 	switch {
-	case op == "put" && (code == "PreconditionFailed" || code == "ConditionalRequestConflict" || status == 412):
+	case op == "put" && (code == "PreconditionFailed" || code == "ConditionalRequestConflict" || (code == "" && status == 412)):
 		return fmt.Errorf("put %s: %w", name, storage.ErrExist)
-	case op == "get" && (code == "NoSuchKey" || code == "NotFound" || (status == 404 && code != "NoSuchBucket")):
+	case op == "get" && (code == "NoSuchKey" || (code == "" && status == 404)):
 		return fmt.Errorf("get %s: %w", name, storage.ErrNotExist)
 	}
 	var wrapped error

@@ -145,10 +145,17 @@ func TestNoSecretInErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			check(t, "put-if-absent", s.PutIfAbsent(ctx, "x", []byte("x")))
+			err = s.PutIfAbsent(ctx, "x", []byte("x"))
+			check(t, "put-if-absent", err)
+			if errors.Is(err, storage.ErrExist) {
+				t.Fatalf("put-if-absent with bad credentials claims the object exists: %v", err)
+			}
 			check(t, "put", s.Put(ctx, "x", []byte("x")))
 			_, err = s.Get(ctx, "x")
 			check(t, "get", err)
+			if errors.Is(err, storage.ErrNotExist) {
+				t.Fatalf("get with bad credentials claims the object is missing: %v", err)
+			}
 			_, err = s.List(ctx, "")
 			check(t, "list", err)
 			check(t, "delete", s.Delete(ctx, "x"))

@@ -1,0 +1,147 @@
+package kafkasink
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+)
+
+// DefaultProgressTopic is the compacted topic holding batch markers.
+const DefaultProgressTopic = "_onceflow_progress"
+
+// Option configures a Sink (see New).
+type Option func(*config)
+
+type valueKind int
+
+const (
+	valueJSON valueKind = iota
+	valueColumn
+)
+
+type config struct {
+	brokers       []string
+	topic         string
+	name          string
+	txnID         string
+	progressTopic string
+	timeout       time.Duration
+	keyColumn     string
+	value         valueKind
+	jsonColumns   []string
+	valueColumn   string
+	atLeastOnce   bool
+	tls           *tls.Config
+	sasl          sasl.Mechanism
+	extra         []kgo.Opt
+	logger        *slog.Logger
+}
+
+func defaults() config {
+	return config{
+		progressTopic: DefaultProgressTopic,
+		timeout:       60 * time.Second,
+		logger:        slog.New(slog.DiscardHandler),
+	}
+}
+
+// Brokers sets the seed brokers (host:port). Required.
+func Brokers(addrs ...string) Option {
+	return func(c *config) { c.brokers = append(c.brokers, addrs...) }
+}
+
+// Topic sets the output topic, which must exist. Required.
+func Topic(topic string) Option { return func(c *config) { c.topic = topic } }
+
+// Name names the sink within its query (default: the output topic). It is
+// part of the transactional id, so two sinks of one query need different
+// names, and a sink keeps its name across restarts.
+func Name(name string) Option { return func(c *config) { c.name = name } }
+
+// TransactionalID overrides the transactional id (default "onceflow-" +
+// query id + "-" + name). It must be stable across restarts of the query
+// and never shared by two queries.
+func TransactionalID(id string) Option { return func(c *config) { c.txnID = id } }
+
+// ProgressTopic sets the compacted topic holding batch markers (default
+// DefaultProgressTopic); Start creates it, with cleanup.policy=compact, if
+// missing.
+func ProgressTopic(topic string) Option { return func(c *config) { c.progressTopic = topic } }
+
+// TransactionTimeout sets the transaction timeout (default 60s). Start
+// refuses a timeout above the broker's transaction.max.timeout.ms. See the
+// package documentation for the trade-off.
+func TransactionTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// KeyColumn takes each record's key from this column (utf8, binary or an
+// integer, written as decimal text); a null is a null key. Default: no key.
+func KeyColumn(name string) Option { return func(c *config) { c.keyColumn = name } }
+
+// ValueJSON writes each row as a JSON object of the named columns, or of
+// all columns when none are named (the default). See the package
+// documentation for the encoding.
+func ValueJSON(columns ...string) Option {
+	return func(c *config) { c.value, c.jsonColumns = valueJSON, columns }
+}
+
+// ValueColumn writes this column's bytes (utf8 or binary) as the value.
+func ValueColumn(name string) Option {
+	return func(c *config) { c.value, c.valueColumn = valueColumn, name }
+}
+
+// AtLeastOnce turns transactions off: records are produced by an
+// idempotent producer, no marker is written, and a re-run batch is written
+// again. Guarantee reports "at-least-once". Only for outputs whose readers
+// deduplicate.
+func AtLeastOnce() Option { return func(c *config) { c.atLeastOnce = true } }
+
+// TLS dials the brokers with this TLS configuration.
+func TLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
+// SASL authenticates with this mechanism.
+func SASL(m sasl.Mechanism) Option { return func(c *config) { c.sasl = m } }
+
+// ClientOpts passes further options to the franz-go clients, after ours.
+func ClientOpts(opts ...kgo.Opt) Option {
+	return func(c *config) { c.extra = append(c.extra, opts...) }
+}
+
+// Logger sets the logger (default: none).
+func Logger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+func (c *config) validate() error {
+	var problems []string
+	if len(c.brokers) == 0 {
+		problems = append(problems, "no brokers")
+	}
+	if c.topic == "" {
+		problems = append(problems, "no output topic")
+	}
+	if c.progressTopic == "" {
+		problems = append(problems, "empty progress topic")
+	}
+	if c.progressTopic == c.topic && c.topic != "" {
+		problems = append(problems, "the progress topic must differ from the output topic")
+	}
+	if c.timeout < time.Second {
+		problems = append(problems, fmt.Sprintf("transaction timeout %v is below 1s", c.timeout))
+	}
+	if c.value == valueColumn && c.valueColumn == "" {
+		problems = append(problems, "ValueColumn needs a column name")
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
+}

@@ -98,8 +98,8 @@ func BenchmarkCommit(b *testing.B) {
 // BenchmarkLoad loads a version held in one snapshot (the restart path),
 // and one that is a snapshot plus 9 deltas of 1k changed keys.
 func BenchmarkLoad(b *testing.B) {
-	const n = 1_000_000
-	for _, deltas := range []int{0, 9} {
+	for _, tc := range []struct{ n, deltas int }{{1_000_000, 0}, {1_000_000, 9}, {10_000_000, 0}, {10_000_000, 9}} {
+		n, deltas := tc.n, tc.deltas
 		b.Run(fmt.Sprintf("state=%d/deltas=%d", n, deltas), func(b *testing.B) {
 			ctx := context.Background()
 			mem := memory.NewGoAllocator()

@@ -494,3 +494,54 @@ func TestKeySet(t *testing.T) {
 		t.Fatalf("Load(3) = %v, want [256 1 2]", got)
 	}
 }
+
+// TestStoreLevelCorruption covers files that pass the envelope checks but
+// are not what their name or the store says.
+func TestStoreLevelCorruption(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (*Store, string, *memory.CheckedAllocator) {
+		mem := newMem(t)
+		dir := t.TempDir()
+		s := openTest(t, newLocal(t, dir), mem, 10, 100)
+		commitRows(t, s, mem, 0, []row{{user: "a", shard: 1}}, nil)
+		commitRows(t, s, mem, 1, []row{{user: "b", shard: 1}}, nil)
+		return s, dir, mem
+	}
+	t.Run("renamed delta", func(t *testing.T) {
+		s, dir, _ := setup(t)
+		b, err := os.ReadFile(filepath.Join(dir, FileName(0, false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, FileName(1, false)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Load(ctx, 1)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "holds version 0, its name says 1") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("unsorted snapshot", func(t *testing.T) {
+		s, _, mem := setup(t)
+		recs := []arrow.RecordBatch{buildUpserts(mem, []row{{user: "z", shard: 1}, {user: "a", shard: 1}})}
+		data, err := encodeFile(kindSnapshot, 0, []section{{schema: s.rowSchema, recs: recs}}, mem)
+		releaseAll(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.st.Put(ctx, FileName(0, true), data); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Load(ctx, 1)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "00000000000000000000.snapshot") || !strings.Contains(err.Error(), "not in ascending order") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("beyond newest", func(t *testing.T) {
+		s, _, _ := setup(t)
+		_, err := s.Load(ctx, 5)
+		if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "missing 00000000000000000002.delta") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}

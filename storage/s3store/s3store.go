@@ -66,22 +66,13 @@ func New(ctx context.Context, bucket, prefix string, o Options) (*Store, error) 
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion
 	}
-	endpoint := o.Endpoint
-	if endpoint == "" && cfg.BaseEndpoint != nil {
-		endpoint = *cfg.BaseEndpoint
-	}
-	pathStyle := o.PathStyle || (endpoint != "" && loopbackOrIP(endpoint))
 	client := s3.NewFromConfig(cfg, func(so *s3.Options) {
+		// The client has resolved AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL
+		// and the shared config's endpoint_url by now.
 		if o.Endpoint != "" {
 			so.BaseEndpoint = aws.String(o.Endpoint)
-		} else if endpoint == "" {
-			// AWS_ENDPOINT_URL_S3 is resolved inside the client; look at
-			// it only to decide the addressing style.
-			if so.BaseEndpoint != nil && loopbackOrIP(*so.BaseEndpoint) {
-				pathStyle = true
-			}
 		}
-		so.UsePathStyle = pathStyle
+		so.UsePathStyle = o.PathStyle || (so.BaseEndpoint != nil && loopbackOrIP(*so.BaseEndpoint))
 		so.Retryer = retry.AddWithErrorCodes(so.Retryer, "ConditionalRequestConflict")
 		if o.MaxAttempts > 0 {
 			so.Retryer = retry.AddWithMaxAttempts(so.Retryer, o.MaxAttempts)

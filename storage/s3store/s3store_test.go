@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -271,5 +272,36 @@ func TestPrefixes(t *testing.T) {
 	_, err = nb.Get(ctx, "x")
 	if err == nil || errors.Is(err, storage.ErrNotExist) || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("get from a missing bucket: %v, want an error naming the bucket, not ErrNotExist", err)
+	}
+}
+
+// TestEndpointFromEnvironment opens stores whose endpoint comes only from
+// the environment: ONCEFLOW_S3_ENDPOINT, and the SDK's AWS_ENDPOINT_URL_S3
+// and AWS_ENDPOINT_URL. Path style follows from the loopback address.
+func TestEndpointFromEnvironment(t *testing.T) {
+	loc := testenv.S3Bucket(t)
+	for _, v := range []string{s3store.EnvEndpoint, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		t.Run(v, func(t *testing.T) {
+			for _, other := range []string{s3store.EnvEndpoint, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", s3store.EnvPathStyle} {
+				t.Setenv(other, "")
+				os.Unsetenv(other)
+			}
+			t.Setenv(v, loc.Options.Endpoint)
+			u, err := url.Parse("s3://" + loc.Bucket + "/env")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := s3store.Open(t.Context(), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Put(t.Context(), v, []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Get(t.Context(), v); err != nil || string(got) != v {
+				t.Fatalf("get = (%q, %v)", got, err)
+			}
+		})
 	}
 }

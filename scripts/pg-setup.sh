@@ -63,4 +63,4 @@ fi
 # when it is a member of pg_signal_backend.
 psql_admin -c "GRANT pg_signal_backend TO ${ROLE}"
 
-echo "export ONCEFLOW_TEST_PG_URL=postgres://${ROLE}:${PASSWORD}@127.0.0.1:${PG_PORT}/${DB}?sslmode=disable"
+echo "export ONCEFLOW_TEST_PG_URL='postgres://${ROLE}:${PASSWORD}@127.0.0.1:${PG_PORT}/${DB}?sslmode=disable'"

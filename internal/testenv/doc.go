@@ -18,6 +18,10 @@
 //	ONCEFLOW_TEST_PG_URL       PostgreSQL database URL; scripts/pg-setup.sh
 //	                           prints it. PGURL gives each test its own schema.
 //
+//	ONCEFLOW_REQUIRE_SERVICES  1 makes a helper fail the test instead of
+//	                           skipping it when its service is not configured
+//	                           (CI sets it); see SkipMissing.
+//
 // Kafka needs no variable: Kafka starts an in-process kfake cluster.
 //
 // Credentials read here are passed to the services and to child processes'

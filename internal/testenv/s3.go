@@ -26,6 +26,21 @@ const s3HowTo = "S3 tests need an S3 server: run `eval \"$(scripts/s3-server.sh 
 	"(or run scripts/s3-server.sh start and export the printed variables: " +
 	S3EnvVar + ", AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)"
 
+// RequireServicesEnvVar, set to 1 (as CI does), turns the skip of a test
+// whose service is not configured into a failure, so a CI run cannot pass by
+// skipping.
+const RequireServicesEnvVar = "ONCEFLOW_REQUIRE_SERVICES"
+
+// SkipMissing skips the test with howTo, or fails it when
+// ONCEFLOW_REQUIRE_SERVICES=1. For helpers whose service is not configured.
+func SkipMissing(t testing.TB, howTo string) {
+	t.Helper()
+	if os.Getenv(RequireServicesEnvVar) == "1" {
+		t.Fatalf("%s=1 but the service is not configured: %s", RequireServicesEnvVar, howTo)
+	}
+	t.Skip(howTo)
+}
+
 // S3Location is a fresh bucket of the test S3 server, described so that this
 // process or a child process can open it.
 type S3Location struct {
@@ -51,7 +66,7 @@ func S3Bucket(t testing.TB) S3Location {
 	t.Helper()
 	endpoint := os.Getenv(S3EnvVar)
 	if endpoint == "" {
-		t.Skip(s3HowTo)
+		SkipMissing(t, s3HowTo)
 	}
 	if _, err := url.Parse(endpoint); err != nil {
 		t.Fatalf("%s=%q is not a URL", S3EnvVar, endpoint)

@@ -189,8 +189,10 @@ func (a *distinctNumAcc[T]) insert(g uint32, v T) {
 			if s.gid == 0 {
 				break
 			}
-			if s.hash == h && a.egid[s.gid-1] == g && a.vals[s.gid-1] == v {
-				return
+			if s.hash == h && a.egid[s.gid-1] == g {
+				if w := a.vals[s.gid-1]; w == v || (w != w && v != v) {
+					return
+				}
 			}
 			p = (p + 1) & mask
 		}

@@ -1,0 +1,141 @@
+package batch
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+func TestPartition(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rng := rand.New(rand.NewPCG(5, 5))
+	const n = 2000
+	// seq numbers the rows so order can be checked after the split.
+	sb := array.NewInt64Builder(mem)
+	for i := range n {
+		sb.Append(int64(i))
+	}
+	seq := sb.NewArray()
+	sb.Release()
+	cols := []arrow.Array{seq}
+	names := []string{"seq"}
+	for _, dt := range append(gbKeyTypes, arrow.ListOf(arrow.PrimitiveTypes.Int32)) {
+		if dt.ID() == arrow.LIST {
+			lb := array.NewListBuilder(mem, arrow.PrimitiveTypes.Int32)
+			vb := lb.ValueBuilder().(*array.Int32Builder)
+			for i := range n {
+				if i%7 == 0 {
+					lb.AppendNull()
+					continue
+				}
+				lb.Append(true)
+				for k := range i % 3 {
+					vb.Append(int32(i + k))
+				}
+			}
+			cols = append(cols, lb.NewArray())
+			lb.Release()
+		} else {
+			cols = append(cols, gbGen(mem, dt, n, rng, 0.1))
+		}
+		names = append(names, fmt.Sprintf("c%d", len(names)))
+	}
+	rec := gbRecord(names, cols...)
+	defer rec.Release()
+	for _, keys := range [][]int{{4}, {9}, {3, 9, 15}} {
+		for _, parts := range []int{1, 3, 8} {
+			t.Run(fmt.Sprintf("keys=%v/n=%d", keys, parts), func(t *testing.T) {
+				var kc []arrow.Array
+				for _, k := range keys {
+					kc = append(kc, rec.Column(k))
+				}
+				h := make([]uint64, n)
+				if err := HashRows(kc, h); err != nil {
+					t.Fatal(err)
+				}
+				out, err := Partition(mem, rec, keys, parts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again, err := Partition(mem, rec, keys, parts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					for _, o := range append(out, again...) {
+						if o != nil {
+							o.Release()
+						}
+					}
+				}()
+				if len(out) != parts {
+					t.Fatalf("%d partitions", len(out))
+				}
+				total := 0
+				for p, part := range out {
+					if part == nil {
+						if again[p] != nil {
+							t.Errorf("partition %d: nil once, not twice", p)
+						}
+						continue
+					}
+					if !part.Schema().Equal(rec.Schema()) {
+						t.Fatalf("partition %d: schema %s", p, part.Schema())
+					}
+					gbEqualRecords(t, "determinism", part, again[p])
+					s := part.Column(0).(*array.Int64)
+					prev := int64(-1)
+					for j := range int(part.NumRows()) {
+						r := s.Value(j)
+						if r <= prev {
+							t.Fatalf("partition %d: row %d after %d: order lost", p, r, prev)
+						}
+						prev = r
+						if PartitionOf(h[r], parts) != p {
+							t.Fatalf("row %d in partition %d, hash says %d", r, p, PartitionOf(h[r], parts))
+						}
+						for c := range int(rec.NumCols()) {
+							if !array.SliceApproxEqual(part.Column(c), int64(j), int64(j+1), rec.Column(c), r, r+1, array.WithNaNsEqual(true)) {
+								t.Fatalf("partition %d row %d column %s differs from input row %d", p, j, rec.ColumnName(c), r)
+							}
+						}
+					}
+					total += int(part.NumRows())
+				}
+				if total != n {
+					t.Fatalf("%d rows in the partitions, want %d", total, n)
+				}
+			})
+		}
+	}
+	sliced := rec.NewSlice(100, 300)
+	defer sliced.Release()
+	out, err := Partition(mem, sliced, []int{9}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, o := range out {
+		if o != nil {
+			rows += int(o.NumRows())
+			if o.Column(0).(*array.Int64).Value(0) < 100 {
+				t.Errorf("slice offset ignored")
+			}
+			o.Release()
+		}
+	}
+	if rows != 200 {
+		t.Errorf("sliced: %d rows", rows)
+	}
+	if _, err := Partition(mem, rec, []int{99}, 4); err == nil {
+		t.Errorf("bad key column: no error")
+	}
+	if _, err := Partition(mem, rec, []int{len(names) - 1}, 4); err == nil {
+		t.Errorf("list key: no error")
+	}
+}

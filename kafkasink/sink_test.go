@@ -48,6 +48,10 @@ func payments(t *testing.T, mem memory.Allocator, prefix string, n int) arrow.Re
 	return b.NewRecordBatch()
 }
 
+func testenvKafka(t *testing.T) *kafkadev.Cluster {
+	return testenv.Kafka(t, map[string]int32{"out": 2})
+}
+
 func newSink(t *testing.T, c *kafkadev.Cluster, opts ...Option) *Sink {
 	t.Helper()
 	s, err := New(append([]Option{Brokers(c.Addrs()...), Topic("out"), KeyColumn("id")}, opts...)...)

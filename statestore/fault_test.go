@@ -21,6 +21,7 @@ type faultFS struct {
 	storage.OSFS
 	calls  atomic.Int64
 	failAt int64
+	reads  atomic.Int64 // ReadFile and WalkDir calls
 }
 
 func (f *faultFS) hit() error {
@@ -38,6 +39,7 @@ func (f *faultFS) Create(name string) (storage.File, error) {
 }
 
 func (f *faultFS) ReadFile(name string) ([]byte, error) {
+	f.reads.Add(1)
 	if err := f.hit(); err != nil {
 		return nil, err
 	}
@@ -73,6 +75,7 @@ func (f *faultFS) SyncDir(dir string) error {
 }
 
 func (f *faultFS) WalkDir(root string, fn fs.WalkDirFunc) error {
+	f.reads.Add(1)
 	if err := f.hit(); err != nil {
 		return err
 	}
@@ -85,7 +88,7 @@ func (f *faultFS) WalkDir(root string, fn fs.WalkDirFunc) error {
 // must load every retained version exactly, and re-running from there must
 // reach the right final state.
 func TestFaultTolerance(t *testing.T) {
-	const versions, k, retain = 12, 3, 4
+	const versions, k, retain = 8, 3, 4
 	// The changes of each batch, fixed, and the state after each.
 	rng := rand.New(rand.NewPCG(5, 5))
 	model := map[string]row{}
@@ -165,5 +168,31 @@ func TestFaultTolerance(t *testing.T) {
 			return
 		}
 		_ = os.RemoveAll(dir)
+	}
+}
+
+// TestCommitReadsNothing checks that Commit neither reads nor lists: its
+// cost cannot depend on the state already stored.
+func TestCommitReadsNothing(t *testing.T) {
+	mem := newMem(t)
+	ffs := &faultFS{}
+	st, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{FS: ffs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, st, mem, 1, 100)
+	for v := int64(0); v < 3; v++ {
+		commitRows(t, s, mem, v, []row{{user: "a", shard: v}}, nil)
+		if err := s.Maintain(context.Background(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, calls := ffs.reads.Load(), ffs.calls.Load()
+	commitRows(t, s, mem, 3, []row{{user: "b", shard: 1}}, []row{{user: "a", shard: 0}})
+	if r := ffs.reads.Load() - before; r != 0 {
+		t.Fatalf("Commit made %d read or list calls", r)
+	}
+	if c := ffs.calls.Load() - calls; c > 4 { // create, rename, sync dir (+ mkdir is not counted)
+		t.Fatalf("Commit made %d file-system calls", c)
 	}
 }

@@ -76,7 +76,7 @@ func TestLoadMatchesReplay(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, uint64(k)))
 				model := map[string]row{}
 				var history []map[string]row
-				const versions = 40
+				const versions = 30
 				for v := int64(0); v < versions; v++ {
 					ups, dels := randomChanges(rng, model, 1+rng.IntN(30), v)
 					commitRows(t, snap, mem, v, ups, dels)
@@ -100,7 +100,7 @@ func TestLoadMatchesReplay(t *testing.T) {
 				if want := versions / k; len(snaps) != want {
 					t.Fatalf("K=%d: %d snapshots %v, want %d", k, len(snaps), snaps, want)
 				}
-				for v := int64(0); v < versions; v++ { // old versions too
+				for v := int64(0); v < versions; v += 3 { // old versions too
 					got := loadRows(t, snap, v)
 					if m := modelRows(history[v]); !rowsEqual(sortedRows(got), m) {
 						t.Fatalf("reload of version %d differs from model\n%s", v, diff(sortedRows(got), m))

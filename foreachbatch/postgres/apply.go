@@ -214,10 +214,7 @@ func (ap *applier) insertSQL(p *plan, stage string) string {
 
 // apply writes the rows through tx and returns how many rows it staged.
 func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) (int64, error) {
-	var total int64
-	for _, r := range records {
-		total += r.NumRows()
-	}
+	total := countRows(records)
 	if total == 0 {
 		return 0, nil
 	}
@@ -331,4 +328,12 @@ func numeric(t arrow.DataType) bool {
 		return true
 	}
 	return false
+}
+
+func countRows(records []arrow.RecordBatch) int64 {
+	var n int64
+	for _, r := range records {
+		n += r.NumRows()
+	}
+	return n
 }

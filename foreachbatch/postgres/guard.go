@@ -186,7 +186,7 @@ func (g *Guard) attempt(ctx context.Context, batchID int64, fn func(ctx context.
 	}
 	defer func() {
 		if err != nil || skipped {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			rollback(ctx, tx)
 		}
 	}()
 	ok, err := g.advance(ctx, tx, batchID)

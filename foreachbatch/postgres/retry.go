@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -125,3 +126,15 @@ func (e *exhaustedError) Error() string {
 func (e *exhaustedError) Unwrap() error { return e.err }
 
 func (e *exhaustedError) Is(target error) bool { return target == ErrRetriesExhausted }
+
+// rollbackTimeout bounds the rollback of a failed attempt: on a dead
+// connection it fails fast, on a hung one the server aborts the
+// transaction anyway when the connection goes.
+const rollbackTimeout = 5 * time.Second
+
+// rollback ends a failed attempt's transaction, even when ctx is done.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(ctx)
+}

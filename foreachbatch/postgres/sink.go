@@ -142,6 +142,10 @@ func (s *Sink) Write(ctx context.Context, batchID int64, schema *arrow.Schema, r
 	}
 
 	res := Result{BatchID: batchID}
+	if countRows(records) == 0 {
+		s.count.applied.Add(1)
+		return res, nil // nothing to upsert, and no progress to move
+	}
 	n, err := s.retry.do(ctx, fmt.Sprintf("upsert %s batch %d", s.target.sql(), batchID), func(ctx context.Context) error {
 		rows, err := s.upsertOnce(ctx, batchID, schema, records)
 		res.Rows = rows
@@ -163,7 +167,7 @@ func (s *Sink) upsertOnce(ctx context.Context, batchID int64, schema *arrow.Sche
 	}
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			rollback(ctx, tx)
 		}
 	}()
 	if n, err = s.ap.apply(ctx, tx, batchID, schema, records); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/onceflow/onceflow/foreachbatch"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
 
@@ -534,5 +535,56 @@ func TestRetryable(t *testing.T) {
 		if got := retryable(tc.err); got != tc.want {
 			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestForeachBatchGuard runs the ExampleGuard_Run pattern for real: user
+// code writes a table through Apply plus an audit row, under one Guard.Run,
+// and every batch is delivered twice.
+func TestForeachBatchGuard(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	mustExec(t, pool, "CREATE TABLE balances (k bigint PRIMARY KEY, total bigint)")
+	mustExec(t, pool, "CREATE TABLE audit (batch_id bigint)")
+	g, err := NewGuard(pool, "ledger", CreateTables(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bal, err := NewOffsetsInSink(pool, "unused", "balances", KeyColumns("k"), Merge(MergeAdd, "total"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := foreachbatch.New(func(ctx context.Context, batchID int64, schema *arrow.Schema, recs []arrow.RecordBatch) error {
+		_, err := g.Run(ctx, batchID, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := bal.Apply(ctx, tx, batchID, schema, recs); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO audit (batch_id) VALUES ($1)", batchID)
+			return err
+		})
+		return err
+	}, foreachbatch.Idempotent())
+	rec := kvRecord(t, mem, kvSchema, []int64{1, 2}, []*int64{i64(10), i64(1)})
+	defer rec.Release()
+	for _, id := range []int64{0, 0, 1, 1, 2, 2} {
+		if err := sink.AddBatch(ctx, id, kvSchema, []arrow.RecordBatch{rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := totals(t, pool, "balances")
+	if *got[1] != 30 || *got[2] != 3 {
+		t.Errorf("balances %d, %d; want 30, 3", *got[1], *got[2])
+	}
+	var audits int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM audit").Scan(&audits); err != nil || audits != 3 {
+		t.Errorf("%d audit rows (%v), want 3", audits, err)
+	}
+	if st := g.Stats(); st.Applied != 3 || st.Skipped != 3 {
+		t.Errorf("stats %+v", st)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -586,5 +587,62 @@ func TestForeachBatchGuard(t *testing.T) {
 	}
 	if st := g.Stats(); st.Applied != 3 || st.Skipped != 3 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestDeadlockRetried makes two guarded transactions lock two rows in
+// opposite orders: PostgreSQL aborts one with 40P01, the guard runs it again,
+// and both batches end applied once.
+func TestDeadlockRetried(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mustExec(t, pool, "CREATE TABLE locks (id int PRIMARY KEY, v int NOT NULL)")
+	mustExec(t, pool, "INSERT INTO locks VALUES (1, 0), (2, 0)")
+	var guards [2]*Guard
+	for i, job := range []string{"a", "b"} {
+		g, err := NewGuard(pool, job, CreateTables(true), Retry(3, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		guards[i] = g
+	}
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	var first [2]sync.Once
+	results := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			order := []int{1, 2}
+			if i == 1 {
+				order = []int{2, 1}
+			}
+			_, err := guards[i].Run(ctx, 0, func(ctx context.Context, tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "UPDATE locks SET v = v + 1 WHERE id = $1", order[0]); err != nil {
+					return err
+				}
+				first[i].Do(func() { barrier.Done(); barrier.Wait() }) // both hold their first lock
+				_, err := tx.Exec(ctx, "UPDATE locks SET v = v + 1 WHERE id = $1", order[1])
+				return err
+			})
+			results <- err
+		}()
+	}
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v1, v2 int
+	if err := pool.QueryRow(ctx, "SELECT (SELECT v FROM locks WHERE id = 1), (SELECT v FROM locks WHERE id = 2)").Scan(&v1, &v2); err != nil {
+		t.Fatal(err)
+	}
+	if v1 != 2 || v2 != 2 {
+		t.Errorf("v = %d, %d; want 2, 2 (each batch once)", v1, v2)
+	}
+	if r := guards[0].Stats().Retries + guards[1].Stats().Retries; r != 1 {
+		t.Errorf("%d retries, want 1 (one deadlock victim)", r)
 	}
 }

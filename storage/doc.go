@@ -45,9 +45,12 @@
 // OpenLocal fsyncs the root and its parent and deletes leftover temporary
 // files, so a crash at any point leaves the old object or the new complete
 // one and, at worst, a temporary file that List never shows and the next
-// OpenLocal removes. Because OpenLocal removes every temporary file, a
-// process opening a directory while another one is writing into it can make
-// that writer's call fail (with an error, never with a partial object).
+// OpenLocal removes. OpenLocal leaves alone the temporary files whose pid
+// is another live process, so opening a directory that a running process
+// writes into (a second driver about to find the checkpoint locked) does not
+// break that writer. Two stores on one directory in one process are not
+// told apart that way: opening the second may fail a write of the first
+// (with an error, never with a partial object).
 // A name cannot be both an object and a folder on a local disk ("a" and
 // "a/b"); object stores allow it. All file-system calls go through FS, which
 // tests replace to inject faults and to simulate a crash.

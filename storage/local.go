@@ -46,7 +46,8 @@ type Local struct {
 }
 
 // OpenLocal opens (creating if needed) a store rooted at dir and deletes
-// temporary files a crash left behind.
+// the temporary files a crash left behind (not those of another process
+// still running).
 func OpenLocal(dir string, o LocalOptions) (*Local, error) {
 	if o.FS == nil {
 		o.FS = OSFS{}
@@ -93,7 +94,7 @@ func (l *Local) removeTemps() error {
 			}
 			return err
 		}
-		if !d.IsDir() && strings.HasSuffix(p, tmpSuffix) {
+		if !d.IsDir() && strings.HasSuffix(p, tmpSuffix) && !otherWriterAlive(p) {
 			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("remove leftover %s: %w", p, err)
 			}
@@ -104,6 +105,33 @@ func (l *Local) removeTemps() error {
 		return fmt.Errorf("storage: clean temporary files in %s: %w", l.root, err)
 	}
 	return nil
+}
+
+// otherWriterAlive reports whether the temporary file p belongs to another
+// process that is still running (its pid is in the name), so that opening a
+// directory, say by a second driver about to find the checkpoint locked,
+// does not pull a file from under a live writer. Leftovers of a dead
+// process, of this process (an earlier incarnation with the same pid, as in
+// a restarted container), and names that carry no pid are removed. A pid
+// reused by an unrelated process only delays the cleanup of a file that
+// List never shows.
+func otherWriterAlive(p string) bool {
+	s := strings.TrimSuffix(filepath.Base(p), tmpSuffix)
+	i := strings.LastIndexByte(s, '.') // before the sequence number
+	if i < 0 {
+		return false
+	}
+	s = s[:i]
+	j := strings.LastIndexByte(s, '.') // before the pid
+	if j < 0 {
+		return false
+	}
+	pid, err := strconv.Atoi(s[j+1:])
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // ensureDir creates dir (a directory at or below the root) and makes every

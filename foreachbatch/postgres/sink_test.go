@@ -356,7 +356,7 @@ func TestSchemaMismatch(t *testing.T) {
 		{"missing column", "CREATE TABLE t (k bigint PRIMARY KEY)", kvSchema, []string{"k"},
 			[]string{`"total"`, "int64", "has no column"}},
 		{"narrower integer", "CREATE TABLE t (k bigint PRIMARY KEY, total integer)", kvSchema, []string{"k"},
-			[]string{`"total"`, "int64", "integer"}},
+			[]string{`"total"`, "int64", "integer", "narrower"}},
 		{"text into bigint", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint)",
 			arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}, {Name: "total", Type: arrow.BinaryTypes.String}}, nil),
 			[]string{"k"}, []string{`"total"`, "utf8", "bigint"}},

@@ -95,7 +95,14 @@ func checkColumn(table string, f arrow.Field, c pgColumn) error {
 		return bad("onceflow has no PostgreSQL mapping for this Arrow type")
 	}
 	if !accepts(f.Type, c.typname) {
-		return bad("incompatible types")
+		switch {
+		case numeric(f.Type) && numericPG(c.typname):
+			return bad("the column is narrower: values could overflow or lose digits")
+		case f.Type.ID() == arrow.TIMESTAMP && c.typname == "timestamp":
+			return bad("a timestamp with a time zone needs timestamp with time zone")
+		default:
+			return bad("incompatible types")
+		}
 	}
 	if d, ok := f.Type.(*arrow.Decimal128Type); ok && c.typname == "numeric" && c.typmod >= 4 {
 		prec := int32((c.typmod - 4) >> 16 & 0xffff)
@@ -172,4 +179,12 @@ func converter(t arrow.DataType, typname string) func(a arrow.Array, i int) any 
 		})
 	}
 	panic(fmt.Sprintf("postgres: no converter for checked type %s", t))
+}
+
+func numericPG(typname string) bool {
+	switch typname {
+	case "int2", "int4", "int8", "numeric", "float4", "float8":
+		return true
+	}
+	return false
 }

@@ -19,7 +19,9 @@ type Store interface {
 	// PutIfAbsent creates name with data, atomically and durably, only if
 	// no object of that name exists. It returns an error wrapping ErrExist
 	// when the name is taken (whoever wrote it). Exactly one of any number
-	// of concurrent callers for one name succeeds.
+	// of concurrent callers for one name succeeds. After an ambiguous
+	// failure (a lost answer, retried) the caller whose bytes were stored
+	// may get ErrExist too: compare the stored bytes to tell.
 	PutIfAbsent(ctx context.Context, name string, data []byte) error
 	// Put creates or replaces name with data, atomically and durably: a
 	// reader sees the old object or the new one, never a mix.
@@ -27,7 +29,9 @@ type Store interface {
 	// Get returns the object's bytes, or an error wrapping ErrNotExist.
 	Get(ctx context.Context, name string) ([]byte, error)
 	// List returns the names that begin with prefix, sorted ascending.
-	// A prefix ending in "/" lists a directory recursively.
+	// A prefix ending in "/" lists a folder recursively; one that does not
+	// matches partial elements too ("offsets/000"). A prefix that
+	// ValidatePrefix refuses gives an error wrapping ErrBadName.
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 	// Delete removes the named objects; a missing name is not an error.
 	Delete(ctx context.Context, names ...string) error

@@ -16,9 +16,34 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/internal/kafkadev"
 	"github.com/onceflow/onceflow/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The contracts the engine declares (engine/contracts.go), restated so this
+// package never imports the engine.
+type (
+	engineSink interface {
+		AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error
+	}
+	sinkStarter interface {
+		Start(ctx context.Context, queryID string) error
+	}
+	guaranteeReporter interface{ Guarantee() string }
+	schemaValidator   interface {
+		ValidateSchema(schema *arrow.Schema) error
+	}
+)
+
+var (
+	_ engineSink        = (*Sink)(nil)
+	_ sinkStarter       = (*Sink)(nil)
+	_ guaranteeReporter = (*Sink)(nil)
+	_ schemaValidator   = (*Sink)(nil)
 )
 
 var paySchema = arrow.NewSchema([]arrow.Field{

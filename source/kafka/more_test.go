@@ -1,0 +1,95 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow/internal/testenv"
+	"github.com/onceflow/onceflow/source/kafka"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// The contracts the engine declares (engine/contracts.go), restated so this
+// package never imports the engine.
+type (
+	engineSource interface {
+		Schema() *arrow.Schema
+		InitialOffset(ctx context.Context) (json.RawMessage, error)
+		LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error)
+		Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error
+	}
+	availableNow interface {
+		PrepareAvailableNow(ctx context.Context) error
+	}
+	describer interface{ Description() string }
+)
+
+var (
+	_ engineSource = (*kafka.Source)(nil)
+	_ availableNow = (*kafka.Source)(nil)
+	_ describer    = (*kafka.Source)(nil)
+)
+
+func TestAvailableNowAndStats(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.Kafka(t, map[string]int32{"a": 2})
+	produce(t, c, rec("a", 0, "", "1"), rec("a", 0, "", "2"), rec("a", 1, "", "3"))
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newSource(t, c, mem, kafka.Topics("a"), kafka.MaxOffsetsPerTrigger(2))
+	start := must(t)(src.InitialOffset(ctx))
+	if err := src.PrepareAvailableNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, c, rec("a", 1, "", "late"))
+	end := must(t)(src.LatestOffset(ctx, start))
+	if string(end) != `{"a":{"0":1,"1":1}}` {
+		t.Fatalf("end %s", end)
+	}
+	want := []kafka.PartitionStats{
+		{Topic: "a", Partition: 0, Start: 0, End: 1, Latest: 2, Lag: 1},
+		{Topic: "a", Partition: 1, Start: 0, End: 1, Latest: 2, Lag: 1},
+	}
+	if got := src.Stats().Partitions; !reflect.DeepEqual(got, want) {
+		t.Fatalf("stats %+v", got)
+	}
+	end2 := must(t)(src.LatestOffset(ctx, end))
+	if string(end2) != `{"a":{"0":2,"1":1}}` {
+		t.Fatalf("end2 %s: the record produced after PrepareAvailableNow must wait", end2)
+	}
+	if again := must(t)(src.LatestOffset(ctx, end2)); string(again) != string(end2) {
+		t.Fatalf("available-now run does not end: %s", again)
+	}
+}
+
+func TestSASL(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.Kafka(t, map[string]int32{"s": 1}, kfake.EnableSASL(), kfake.Superuser("PLAIN", "app", "secret"))
+	good := newSource(t, c, memory.DefaultAllocator, kafka.Topics("s"),
+		kafka.SASL(plain.Auth{User: "app", Pass: "secret"}.AsMechanism()))
+	if got := must(t)(good.InitialOffset(ctx)); string(got) != `{"s":{"0":0}}` {
+		t.Fatalf("initial %s", got)
+	}
+	bad := newSource(t, c, memory.DefaultAllocator, kafka.Topics("s"),
+		kafka.SASL(plain.Auth{User: "app", Pass: "wrong"}.AsMechanism()))
+	_, err := bad.InitialOffset(ctx)
+	if err == nil {
+		t.Fatal("wrong password accepted")
+	}
+	if errors.Is(err, kafka.ErrDataLoss) || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// checkpointReport is what `checkpoint inspect` prints.
+type checkpointReport struct {
+	Location       string                `json:"location"`
+	Metadata       engine.Metadata       `json:"metadata"`
+	OffsetBatches  []int64               `json:"offsetBatches"`
+	CommitBatches  []int64               `json:"commitBatches"`
+	LastCommitted  *int64                `json:"lastCommitted"`
+	Uncommitted    *int64                `json:"uncommitted"`
+	LatestPlan     *engine.OffsetsEntry  `json:"latestPlan,omitempty"`
+	LastProgress   *engine.Progress      `json:"lastProgress,omitempty"`
+	StateOperators []stateOperatorReport `json:"stateOperators,omitempty"`
+}
+
+type stateOperatorReport struct {
+	ID             string `json:"id"`
+	Partitions     int    `json:"partitions"`
+	Keys           int64  `json:"keys"`
+	StateBytes     int64  `json:"stateBytes"`
+	NewestVersion  int64  `json:"newestVersion"`
+	NewestSnapshot int64  `json:"newestSnapshot"`
+}
+
+func checkpointCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "inspect" {
+		return fmt.Errorf("%w: checkpoint inspect [--json] DIR", errUsage)
+	}
+	fs := flag.NewFlagSet("checkpoint inspect", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(splitFlags(args[1:], "json")); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: checkpoint inspect [--json] DIR", errUsage)
+	}
+	store, err := openStore(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rep, err := inspectCheckpoint(ctx, store)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return printCheckpoint(stdout, rep)
+}
+
+func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointReport, error) {
+	meta, err := engine.ReadMetadata(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	rep := &checkpointReport{Location: store.URL(), Metadata: meta}
+	offsets := offsetlog.New[engine.OffsetsEntry](store, "offsets")
+	commits := offsetlog.New[engine.CommitEntry](store, "commits")
+	if rep.OffsetBatches, err = offsets.List(ctx); err != nil {
+		return nil, err
+	}
+	if rep.CommitBatches, err = commits.List(ctx); err != nil {
+		return nil, err
+	}
+	if n := len(rep.CommitBatches); n > 0 {
+		c := rep.CommitBatches[n-1]
+		rep.LastCommitted = &c
+	}
+	if n := len(rep.OffsetBatches); n > 0 {
+		id := rep.OffsetBatches[n-1]
+		plan, err := offsets.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rep.LatestPlan = &plan
+		if rep.LastCommitted == nil || *rep.LastCommitted < id {
+			rep.Uncommitted = &id
+		}
+	}
+	progress := offsetlog.New[engine.Progress](store, "progress")
+	if _, p, ok, err := progress.Latest(ctx); err == nil && ok {
+		rep.LastProgress = &p
+	} else if err != nil && !errors.Is(err, offsetlog.ErrNotFound) {
+		return nil, err
+	}
+	if rep.LatestPlan != nil {
+		for _, op := range rep.LatestPlan.Conf.Operators {
+			or := stateOperatorReport{ID: op.ID, Partitions: rep.LatestPlan.Conf.StatePartitions, NewestVersion: -1, NewestSnapshot: -1}
+			for p := 0; p < or.Partitions; p++ {
+				version := int64(-1)
+				if rep.LastCommitted != nil {
+					version = *rep.LastCommitted
+				}
+				_, info, rows, err := openState(ctx, store, op.ID, p, version)
+				if err != nil {
+					return nil, err
+				}
+				or.Keys += rows
+				or.StateBytes += info.Bytes
+				or.NewestVersion = max(or.NewestVersion, info.NewestVersion)
+				or.NewestSnapshot = max(or.NewestSnapshot, info.NewestSnapshot)
+			}
+			rep.StateOperators = append(rep.StateOperators, or)
+		}
+	}
+	return rep, nil
+}
+
+func printCheckpoint(w io.Writer, rep *checkpointReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "checkpoint\t%s\n", rep.Location)
+	fmt.Fprintf(tw, "query\t%s (id %s, created %s, format v%d)\n", rep.Metadata.Name, rep.Metadata.ID, rep.Metadata.Created, rep.Metadata.Version)
+	fmt.Fprintf(tw, "offsets\t%s\n", idRange(rep.OffsetBatches))
+	fmt.Fprintf(tw, "commits\t%s\n", idRange(rep.CommitBatches))
+	if rep.Uncommitted != nil {
+		fmt.Fprintf(tw, "uncommitted\tbatch %d (re-run on next start)\n", *rep.Uncommitted)
+	}
+	if p := rep.LatestPlan; p != nil {
+		fmt.Fprintf(tw, "latest plan\tbatch %d, timestamp %d, watermark %d, %d state partitions\n", p.BatchID, p.TimestampMs, p.WatermarkMs, p.Conf.StatePartitions)
+		for i, s := range p.Sources {
+			fmt.Fprintf(tw, "  source %d\t%s: %s → %s\n", i, s.Description, s.Start, s.End)
+		}
+	}
+	for _, op := range rep.StateOperators {
+		fmt.Fprintf(tw, "state %s\t%d partitions, %d keys, %d bytes, newest version %d, newest snapshot %d\n", op.ID, op.Partitions, op.Keys, op.StateBytes, op.NewestVersion, op.NewestSnapshot)
+	}
+	if p := rep.LastProgress; p != nil {
+		fmt.Fprintf(tw, "last progress\tbatch %d at %s: %d rows in, %d ms, %.0f rows/s\n", p.BatchID, p.Timestamp, p.NumInputRows, p.BatchDurationMs, p.ProcessedRowsPerSecond)
+	}
+	return tw.Flush()
+}
+
+func idRange(ids []int64) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	gaps := 0
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1]+1 {
+			gaps++
+		}
+	}
+	s := fmt.Sprintf("%d..%d (%d entries)", ids[0], ids[len(ids)-1], len(ids))
+	if gaps > 0 {
+		s += fmt.Sprintf(", %d gaps", gaps)
+	}
+	return s
+}

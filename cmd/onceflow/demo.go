@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/consolesink"
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/source/rate"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// demoCommand runs a rate source into a per-key running aggregation with a
+// processing-time trigger, printing each batch's changed totals and its
+// progress line.
+func demoCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	cpDir := fs.String("checkpoint", "", "checkpoint location (default: a new temporary directory)")
+	trig := fs.String("trigger", "1s", "trigger: a processing-time interval, once, or available-now")
+	rps := fs.Int64("rows-per-second", 10000, "rows the rate source produces per second")
+	keys := fs.Int64("keys", 5, "distinct keys")
+	batches := fs.Int("batches", 5, "stop after this many batches (0: run until interrupted)")
+	verbose := fs.Bool("v", false, "log the driver's steps to stderr")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	trigger, err := engine.ParseTrigger(*trig)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	dir := *cpDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "onceflow-demo-"); err != nil {
+			return err
+		}
+	}
+	store, err := openStore(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	src, err := rate.New(rate.WithRowsPerSecond(*rps), rate.WithKeys(*keys), rate.WithPartitions(2))
+	if err != nil {
+		return err
+	}
+	stream := engine.ReadStream(src).
+		Where(batch.Gt(batch.Col(rate.ColAmountCents), batch.Lit(int64(0)))).
+		GroupBy(rate.ColKey).ID("totals-by-key").
+		Agg(batch.Sum(rate.ColAmountCents).Named("total_cents"), batch.Count("*").Named("payments"), batch.Max(rate.ColTimestamp).Named("latest"))
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	var q *engine.Query
+	n := 0
+	q, err = engine.NewQuery(stream,
+		engine.WithName("demo"),
+		engine.WithCheckpoint(store),
+		engine.WithSink(consolesink.New(stdout, 10)),
+		engine.WithAtLeastOnce(), // the console cannot un-print a repeated batch
+		engine.WithTrigger(trigger),
+		engine.WithOutputMode(engine.Update),
+		engine.WithLogger(logger),
+		engine.WithProgressListener(func(p engine.Progress) {
+			fmt.Fprintf(stdout, "progress: batch %d, %d rows in, %.0f rows/s processed, %d ms (wal %d, read %d, state %d, sink %d, commit %d)\n",
+				p.BatchID, p.NumInputRows, p.ProcessedRowsPerSecond, p.BatchDurationMs,
+				p.DurationMs[engine.PhaseWALCommit], p.DurationMs[engine.PhaseGetBatch], p.DurationMs[engine.PhaseStateCommit],
+				p.DurationMs[engine.PhaseAddBatch], p.DurationMs[engine.PhaseCommitOffsets])
+			n++
+			if *batches > 0 && n >= *batches {
+				q.Stop()
+			}
+		}),
+	)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "onceflow demo: checkpoint %s, trigger %s, %d rows/s; inspect it with: onceflow checkpoint inspect %s\n", storage.Redact(store.URL()), trigger, *rps, dir)
+	start := time.Now()
+	err = q.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	fmt.Fprintf(stdout, "stopped after %d batches in %s\n", n, time.Since(start).Round(time.Millisecond))
+	return err
+}

@@ -1,0 +1,56 @@
+// Package engine defines streaming queries and runs them: the driver loop,
+// triggers, planning, the write-ahead offset log, recovery and progress. It
+// is the only package that sees sources, operators, state and sinks
+// together; nothing imports it (sources and sinks implement the contracts in
+// contracts.go structurally).
+//
+// # The life of batch N
+//
+//  1. Plan: ask each source for its next end offset (capped by its
+//     per-trigger limit). No new data: no batch.
+//  2. Write offsets/N (put-if-absent): the sources' start and end offsets,
+//     the batch timestamp, the watermark, and the configuration fixed at the
+//     first batch (state partitions, stateful operators and their schemas).
+//  3. Read [start, end) of every source, run the stateless steps per record,
+//     hash-partition rows into the aggregation's P partitions, merge each
+//     partition into its state in parallel, and write state version N.
+//  4. Hand the output to every sink: AddBatch(ctx, N, …), which each sink
+//     makes idempotent in N.
+//  5. Write commits/N. Then the sources' after-commit hooks run, logs and
+//     state older than the retention are purged, and state snapshots are
+//     written in the background.
+//
+// On start, if offsets/L exists and commits/L does not, batch L is re-run
+// with exactly the offsets, timestamp and watermark recorded in offsets/L:
+// nothing is re-planned. State is reloaded at the last committed version, so
+// a re-run rebuilds version L from version L-1 and overwrites what a crashed
+// attempt wrote.
+//
+// # Guarantees
+//
+//   - No sink sees batch N before offsets/N is durable; sinks see batches
+//     in increasing order; a batch is committed only after every sink
+//     accepted it.
+//   - Everything that reaches a sink is a function of the input and the
+//     write-ahead entry: no wall clock, no random ids, no map order.
+//   - A second driver on a local checkpoint fails at once (an exclusive
+//     lock that the kernel drops when the process dies); on object storage
+//     the put-if-absent of offsets/N and commits/N, which carry the run id,
+//     stops the loser with ErrConcurrentDriver.
+//   - A restart that changes what the first batch fixed (partition count,
+//     grouping keys or state schema, removed sources or stateful
+//     operators) fails before any batch runs, listing each difference.
+//
+// # Checkpoint layout
+//
+//	metadata                       query id, name, format version, created
+//	offsets/<N, 20 digits>         write-ahead plan of batch N (offsetlog v1 JSON)
+//	commits/<N>                    batch N is done
+//	progress/<N>                   the batch's Progress record
+//	state/<operator>/<partition>/  statestore files
+//	sources/<i>/                   the source's own log, if it keeps one
+//	.lock                          local checkpoints only: the driver lock
+//
+// A Query is not safe for concurrent Run calls; Stop and LastProgress may
+// be called from any goroutine.
+package engine

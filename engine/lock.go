@@ -1,0 +1,35 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/onceflow/onceflow/storage"
+)
+
+// lockCheckpoint takes an exclusive lock on a local checkpoint, so a second
+// driver fails at once instead of at its first write. The kernel drops the
+// lock when the process dies, SIGKILL included. Object stores have no lock:
+// there the put-if-absent of offsets/N and commits/N (which carry the run
+// id) decides, and the loser stops with ErrConcurrentDriver.
+func lockCheckpoint(store storage.Store) (release func() error, err error) {
+	l, ok := store.(*storage.Local)
+	if !ok {
+		return func() error { return nil }, nil
+	}
+	path := filepath.Join(l.Root(), ".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("engine: open lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if err == syscall.EWOULDBLOCK {
+			return nil, fmt.Errorf("%w: %s is locked by another process", ErrConcurrentDriver, l.Root())
+		}
+		return nil, fmt.Errorf("engine: lock %s: %w", path, err)
+	}
+	return f.Close, nil
+}

@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/storage"
+)
+
+// OutputMode says which rows of the result reach the sink each batch.
+type OutputMode int
+
+const (
+	// Append emits only rows that will never change again. It is the mode
+	// of stateless queries; aggregations need event-time windows and a
+	// watermark for it.
+	Append OutputMode = iota + 1
+	// Update emits the groups that changed in this batch, with their new
+	// full value, so an upsert of them is idempotent.
+	Update
+	// Complete emits the whole result table every batch.
+	Complete
+)
+
+func (m OutputMode) String() string {
+	switch m {
+	case Append:
+		return "append"
+	case Update:
+		return "update"
+	case Complete:
+		return "complete"
+	}
+	return fmt.Sprintf("OutputMode(%d)", int(m))
+}
+
+// ParseOutputMode parses "append", "update" or "complete".
+func ParseOutputMode(s string) (OutputMode, error) {
+	switch s {
+	case "append":
+		return Append, nil
+	case "update":
+		return Update, nil
+	case "complete":
+		return Complete, nil
+	}
+	return 0, fmt.Errorf("%w: output mode %q is not append, update or complete", ErrInvalidQuery, s)
+}
+
+// Option configures a query.
+type Option func(*config)
+
+type config struct {
+	name               string
+	checkpoint         storage.Store
+	sinks              []Sink
+	trigger            Trigger
+	mode               OutputMode
+	partitions         int
+	minBatchesToRetain int
+	snapshotEvery      int
+	listeners          []func(Progress)
+	logger             *slog.Logger
+	clock              clock
+	mem                memory.Allocator
+	allowAtLeastOnce   bool
+}
+
+const (
+	// DefaultStatePartitions is the number of state partitions a query
+	// gets unless WithStatePartitions says otherwise.
+	DefaultStatePartitions = 8
+	// DefaultMinBatchesToRetain is how many batches of logs and state
+	// versions are kept.
+	DefaultMinBatchesToRetain = 100
+	// DefaultSnapshotEvery is how many state versions pass between full
+	// snapshots.
+	DefaultSnapshotEvery = 10
+)
+
+func defaultConfig() config {
+	return config{
+		trigger:            Every(0),
+		partitions:         DefaultStatePartitions,
+		minBatchesToRetain: DefaultMinBatchesToRetain,
+		snapshotEvery:      DefaultSnapshotEvery,
+		logger:             slog.New(slog.DiscardHandler),
+		clock:              realClock{},
+		mem:                memory.DefaultAllocator,
+	}
+}
+
+// WithName names the query (for progress and logs). Default: the
+// checkpoint's recorded name, or "query".
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// WithCheckpoint sets where the query keeps its write-ahead log, commits,
+// state and progress. Required.
+func WithCheckpoint(store storage.Store) Option { return func(c *config) { c.checkpoint = store } }
+
+// WithSink adds a sink. Every sink receives every batch, in the order they
+// were added, before the batch commits. At least one is required.
+func WithSink(s Sink) Option { return func(c *config) { c.sinks = append(c.sinks, s) } }
+
+// WithTrigger sets the trigger. Default: Every(0), batches back to back.
+func WithTrigger(t Trigger) Option { return func(c *config) { c.trigger = t } }
+
+// WithOutputMode sets the output mode. Default: Append for stateless
+// queries, Update for aggregations.
+func WithOutputMode(m OutputMode) Option { return func(c *config) { c.mode = m } }
+
+// WithStatePartitions sets the number of state partitions P of stateful
+// operators. P is fixed by the query's first batch and recorded in the
+// checkpoint; a restart with another P is refused. Default 8.
+func WithStatePartitions(p int) Option { return func(c *config) { c.partitions = p } }
+
+// WithMinBatchesToRetain sets how many batches of logs, progress and state
+// versions are kept for recovery and inspection. Default 100.
+func WithMinBatchesToRetain(n int) Option { return func(c *config) { c.minBatchesToRetain = n } }
+
+// WithSnapshotEvery sets how many state versions pass between full state
+// snapshots (written in the background). Default 10.
+func WithSnapshotEvery(k int) Option { return func(c *config) { c.snapshotEvery = k } }
+
+// WithProgressListener adds a function called with each batch's progress,
+// after the batch commits, on the driver goroutine.
+func WithProgressListener(fn func(Progress)) Option {
+	return func(c *config) { c.listeners = append(c.listeners, fn) }
+}
+
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithClock sets the clock the planner reads for batch timestamps and
+// trigger ticks. Default: the system clock. Waits between ticks still use
+// real time.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = funcClock{now: now} } }
+
+// WithAllocator sets the Arrow allocator. Default memory.DefaultAllocator.
+func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.mem = mem } }
+
+// WithAtLeastOnce allows sinks that report the at-least-once guarantee.
+// Without it the query refuses to start with such a sink, so nobody runs
+// below exactly-once by accident.
+func WithAtLeastOnce() Option { return func(c *config) { c.allowAtLeastOnce = true } }
+
+func (c *config) validate() error {
+	var errs []string
+	if c.checkpoint == nil {
+		errs = append(errs, "no checkpoint (WithCheckpoint)")
+	}
+	if len(c.sinks) == 0 {
+		errs = append(errs, "no sink (WithSink)")
+	}
+	if c.partitions < 1 || c.partitions > 1<<16 {
+		errs = append(errs, fmt.Sprintf("state partitions %d out of range 1..65536", c.partitions))
+	}
+	if c.minBatchesToRetain < 1 {
+		errs = append(errs, fmt.Sprintf("minBatchesToRetain %d must be at least 1", c.minBatchesToRetain))
+	}
+	if c.snapshotEvery < 1 {
+		errs = append(errs, fmt.Sprintf("snapshotEvery %d must be at least 1", c.snapshotEvery))
+	}
+	if c.trigger.kind == triggerEvery && c.trigger.interval < 0 {
+		errs = append(errs, "negative trigger interval")
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidQuery, joinErrs(errs))
+}
+
+func joinErrs(errs []string) string {
+	s := ""
+	for i, e := range errs {
+		if i > 0 {
+			s += "; "
+		}
+		s += e
+	}
+	return s
+}

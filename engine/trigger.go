@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// Trigger decides when the driver plans the next batch.
+type Trigger struct {
+	kind     triggerKind
+	interval time.Duration
+}
+
+type triggerKind int
+
+const (
+	triggerEvery triggerKind = iota
+	triggerOnce
+	triggerAvailableNow
+)
+
+// Every is the processing-time trigger: a batch starts every d (aligned to
+// multiples of d since the query started). A batch that takes longer than d
+// is followed at once by the next; with no new data, no batch runs and the
+// driver waits for the next tick. Every(0) runs batches back to back.
+func Every(d time.Duration) Trigger { return Trigger{kind: triggerEvery, interval: d} }
+
+// Once runs one batch with what is available (within the sources'
+// per-trigger limits), after finishing any batch a crash left uncommitted,
+// and then Run returns.
+func Once() Trigger { return Trigger{kind: triggerOnce} }
+
+// AvailableNow processes everything the sources have when the query starts,
+// in as many batches as their per-trigger limits need, and then Run
+// returns. It is the basis of scheduled queries.
+func AvailableNow() Trigger { return Trigger{kind: triggerAvailableNow} }
+
+func (t Trigger) String() string {
+	switch t.kind {
+	case triggerOnce:
+		return "once"
+	case triggerAvailableNow:
+		return "available-now"
+	default:
+		return fmt.Sprintf("every %s", t.interval)
+	}
+}
+
+// ParseTrigger parses a trigger flag: "once", "available-now", or a
+// duration ("1s", "500ms") for Every.
+func ParseTrigger(s string) (Trigger, error) {
+	switch s {
+	case "once":
+		return Once(), nil
+	case "available-now", "availableNow", "available_now":
+		return AvailableNow(), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return Trigger{}, fmt.Errorf("%w: trigger %q is not once, available-now or a duration such as 1s", ErrInvalidQuery, s)
+	}
+	return Every(d), nil
+}
+
+// clock is the time source of the driver. The planner knows time only
+// through it.
+type clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// funcClock adapts a user-supplied now function; waits use real time.
+type funcClock struct{ now func() time.Time }
+
+func (c funcClock) Now() time.Time                         { return c.now() }
+func (c funcClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -1,0 +1,223 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/internal/fault"
+)
+
+var (
+	randomKills = flag.Int("crash.random", 12, "random-moment SIGKILLs in TestCrashRandom")
+)
+
+// buildProg compiles a test program once per test binary run.
+func buildProg(t *testing.T, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("build %s: %v", pkg, err)
+	}
+	return bin
+}
+
+type crashRun struct {
+	bin  string
+	args []string
+}
+
+// start runs the program once with the given fault spec ("" for none) and
+// returns whether it was killed (true) or exited cleanly (false).
+func (c crashRun) once(t *testing.T, spec string, killAfter time.Duration) (killed bool, stderr string) {
+	t.Helper()
+	cmd := exec.Command(c.bin, c.args...)
+	var eb bytes.Buffer
+	cmd.Stderr = &eb
+	cmd.Env = append(os.Environ(), fault.EnvVar+"="+spec)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var timer *time.Timer
+	if killAfter > 0 {
+		timer = time.AfterFunc(killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	}
+	err := cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	if err == nil {
+		return false, eb.String()
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return true, eb.String()
+		}
+	}
+	t.Fatalf("%s %v (fault %q): %v\n%s", c.bin, c.args, spec, err, eb.String())
+	return false, ""
+}
+
+// readOut returns the batch files (name → bytes) and the number of repeats.
+func readOut(t *testing.T, dir string) (map[string][]byte, int) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	repeats := 0
+	for _, e := range ents {
+		switch {
+		case strings.HasPrefix(e.Name(), "batch-"):
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[e.Name()] = b
+		case strings.HasPrefix(e.Name(), "repeat-"):
+			repeats++
+		}
+	}
+	return files, repeats
+}
+
+func compareOut(t *testing.T, want, got map[string][]byte) {
+	t.Helper()
+	var names []string
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		g, ok := got[n]
+		if !ok {
+			t.Errorf("%s missing after crashes", n)
+			continue
+		}
+		if !bytes.Equal(g, want[n]) {
+			t.Errorf("%s differs from the run without crashes:\n got %.300s\nwant %.300s", n, g, want[n])
+		}
+	}
+	for n := range got {
+		if _, ok := want[n]; !ok {
+			t.Errorf("%s exists after crashes but not in the run without crashes", n)
+		}
+	}
+}
+
+func progArgs(cp, out string, extra ...string) []string {
+	return append([]string{"-checkpoint", cp, "-out", out, "-rows", "6000", "-per-batch", "500", "-keys", "13"}, extra...)
+}
+
+// TestCrashAtEveryFaultPoint kills a real query process with SIGKILL at
+// each step of the batch protocol, several times, restarts it, and checks
+// that the sink holds exactly what a run without crashes produced: every
+// batch id once, with the same rows.
+func TestCrashAtEveryFaultPoint(t *testing.T) {
+	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
+	for _, mode := range []string{"aggregate", "stateless"} {
+		t.Run(mode, func(t *testing.T) {
+			var extra []string
+			if mode == "stateless" {
+				extra = []string{"-stateless"}
+			}
+			refOut := t.TempDir()
+			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}
+			if killed, _ := ref.once(t, "", 0); killed {
+				t.Fatal("reference run was killed")
+			}
+			want, reps := readOut(t, refOut)
+			if len(want) != 12 || reps != 0 {
+				t.Fatalf("reference run: %d batches, %d repeats; want 12, 0", len(want), reps)
+			}
+			for _, point := range engine.FaultPoints {
+				t.Run(point, func(t *testing.T) {
+					out := t.TempDir()
+					c := crashRun{bin: bin, args: progArgs(t.TempDir(), out, extra...)}
+					kills := 0
+					// Kill at the 2nd, then 3rd, … hit of the point in
+					// successive runs, then finish cleanly.
+					for k := 2; k < 6; k++ {
+						killed, stderr := c.once(t, fmt.Sprintf("%s@%d", point, k), 0)
+						if !killed {
+							break
+						}
+						if !strings.Contains(stderr, "onceflow-fault: "+point) {
+							t.Fatalf("killed without reaching the fault point:\n%s", stderr)
+						}
+						kills++
+					}
+					if killed, _ := c.once(t, "", 0); killed {
+						t.Fatal("clean run was killed")
+					}
+					got, repeats := readOut(t, out)
+					compareOut(t, want, got)
+					needsState := point == engine.FaultAfterState || point == engine.FaultDuringSnapshot
+					if kills == 0 && !(mode == "stateless" && needsState) {
+						t.Errorf("the fault point was never reached")
+					}
+					t.Logf("%d kills, %d repeated AddBatch calls absorbed by the sink", kills, repeats)
+				})
+			}
+		})
+	}
+}
+
+// TestCrashRandom kills the process at random moments (SIGKILL from the
+// test) until it has been killed -crash.random times, then lets it finish,
+// and compares the sink with a run that never crashed.
+func TestCrashRandom(t *testing.T) {
+	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
+	args := func(cp, out string) []string {
+		return []string{"-checkpoint", cp, "-out", out, "-rows", "40000", "-per-batch", "500", "-keys", "29"}
+	}
+	refOut := t.TempDir()
+	ref := crashRun{bin: bin, args: args(t.TempDir(), refOut)}
+	start := time.Now()
+	ref.once(t, "", 0)
+	full := time.Since(start)
+	want, _ := readOut(t, refOut)
+
+	out := t.TempDir()
+	c := crashRun{bin: bin, args: args(t.TempDir(), out)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	kills, runs := 0, 0
+	for ; runs < 10000; runs++ {
+		var after time.Duration
+		if kills < *randomKills {
+			// Mostly short lives, so kills land in every phase of the
+			// protocol, including startup and recovery.
+			after = 5*time.Millisecond + time.Duration(rng.Int64N(int64(full/10)))
+		}
+		killed, _ := c.once(t, "", after)
+		if !killed {
+			break
+		}
+		kills++
+	}
+	got, repeats := readOut(t, out)
+	compareOut(t, want, got)
+	if kills < *randomKills {
+		t.Errorf("only %d random kills landed before the run finished; want %d", kills, *randomKills)
+	}
+	t.Logf("%d random kills over %d runs (a clean run takes %s), %d repeated batches absorbed", kills, runs+1, full, repeats)
+}

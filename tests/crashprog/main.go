@@ -1,0 +1,149 @@
+// Command crashprog is the process the crash tests kill. It runs a
+// query from a bounded deterministic counter source through a per-key
+// aggregation into a sink that writes each batch once to a directory, with
+// the engine's fault points armed by ONCEFLOW_FAULT, and exits when the
+// input is exhausted (trigger AvailableNow).
+//
+//	crashprog -checkpoint DIR -out DIR -rows N -per-batch M -keys K [-mode update|append]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/storage"
+)
+
+func main() {
+	cpDir := flag.String("checkpoint", "", "checkpoint directory")
+	outDir := flag.String("out", "", "output directory of the batch sink")
+	rows := flag.Int64("rows", 10000, "total input rows")
+	perBatch := flag.Int64("per-batch", 1000, "rows per batch")
+	keys := flag.Int64("keys", 17, "distinct keys")
+	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
+	flag.Parse()
+	if err := run(*cpDir, *outDir, *rows, *perBatch, *keys, *stateless); err != nil {
+		fmt.Fprintln(os.Stderr, "crashprog:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cpDir, outDir string, rows, perBatch, keys int64, stateless bool) error {
+	ctx := context.Background()
+	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
+	if err != nil {
+		return err
+	}
+	out, err := storage.OpenLocal(outDir, storage.LocalOptions{})
+	if err != nil {
+		return err
+	}
+	src := &counter{total: rows, perBatch: perBatch, keys: keys}
+	stream := engine.ReadStream(src).Where(batch.Ge(batch.Col("amount"), batch.Lit(int64(0))))
+	if !stateless {
+		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+	}
+	q, err := engine.NewQuery(stream,
+		engine.WithName("crashprog"),
+		engine.WithCheckpoint(cp),
+		engine.WithSink(&dirSink{store: out}),
+		engine.WithTrigger(engine.AvailableNow()),
+		engine.WithStatePartitions(4),
+		engine.WithSnapshotEvery(3),
+		engine.WithMinBatchesToRetain(5),
+	)
+	if err != nil {
+		return err
+	}
+	return q.Run(ctx)
+}
+
+// counter is a bounded source of rows (key = i % keys, amount = i*7 % 1000).
+type counter struct {
+	total, perBatch, keys int64
+}
+
+var schema = arrow.NewSchema([]arrow.Field{
+	{Name: "i", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "key", Type: arrow.BinaryTypes.String},
+	{Name: "amount", Type: arrow.PrimitiveTypes.Int64},
+}, nil)
+
+func (c *counter) Schema() *arrow.Schema { return schema }
+func (c *counter) Description() string  { return "counter" }
+func (c *counter) InitialOffset(context.Context) (json.RawMessage, error) {
+	return json.RawMessage("0"), nil
+}
+func (c *counter) LatestOffset(_ context.Context, start json.RawMessage) (json.RawMessage, error) {
+	s, err := strconv.ParseInt(string(start), 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(strconv.FormatInt(min(s+c.perBatch, c.total), 10)), nil
+}
+func (c *counter) Read(_ context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
+	s, _ := strconv.ParseInt(string(start), 10, 64)
+	e, _ := strconv.ParseInt(string(end), 10, 64)
+	ib := array.NewInt64Builder(memory.DefaultAllocator)
+	kb := array.NewStringBuilder(memory.DefaultAllocator)
+	ab := array.NewInt64Builder(memory.DefaultAllocator)
+	for i := s; i < e; i++ {
+		ib.Append(i)
+		kb.Append("k" + strconv.FormatInt(i%c.keys, 10))
+		ab.Append(i * 7 % 1000)
+	}
+	cols := []arrow.Array{ib.NewArray(), kb.NewArray(), ab.NewArray()}
+	rec := array.NewRecordBatch(schema, cols, e-s)
+	for _, col := range cols {
+		col.Release()
+	}
+	defer rec.Release()
+	return emit(rec)
+}
+
+// dirSink writes batch N's rows as JSON to <out>/batch-<N>.json with
+// put-if-absent, and counts repeats in <out>/repeat-<N>-<k>.
+type dirSink struct{ store storage.Store }
+
+func (d *dirSink) Description() string { return "dir" }
+
+func (d *dirSink) AddBatch(ctx context.Context, id int64, _ *arrow.Schema, recs []arrow.RecordBatch) error {
+	rows, err := memsink.Rows(recs)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("batch-%06d.json", id)
+	err = d.store.PutIfAbsent(ctx, name, b)
+	if storage.IsExist(err) {
+		prev, gerr := d.store.Get(ctx, name)
+		if gerr != nil {
+			return gerr
+		}
+		if string(prev) != string(b) {
+			return fmt.Errorf("batch %d re-run produced other rows than its first attempt", id)
+		}
+		for k := 0; ; k++ {
+			if err := d.store.PutIfAbsent(ctx, fmt.Sprintf("repeat-%06d-%d", id, k), nil); err == nil {
+				return nil
+			} else if !storage.IsExist(err) {
+				return err
+			}
+		}
+	}
+	return err
+}

@@ -83,6 +83,9 @@ func (c *callExpr) bind(b *binder) (node, error) {
 		if isNull(t) {
 			return &litNode{sc: scalar.MakeNullScalar(boolT)}, nil
 		}
+		if t.ID() == arrow.BOOL && c.op != opEq && c.op != opNe {
+			return nil, bindErr(ErrType, label, "booleans compare only with Eq and Ne")
+		}
 		ops, err := b.coerceAll(args, t, label)
 		if err != nil {
 			return nil, err

@@ -78,9 +78,19 @@ func locate(ec *evalCtx, args []value, kernel func([]value) (value, error)) (int
 	return row, try(row, row+1)
 }
 
+// castOptions is arrow's safe cast, except that integers convert to floats
+// with rounding (as in SQL) instead of failing beyond 2^53.
+func castOptions(from, to arrow.DataType) *compute.CastOptions {
+	opts := compute.SafeCastOptions(to)
+	if isInt(from) && isFloat(to) {
+		opts.AllowFloatTruncate = true
+	}
+	return opts
+}
+
 // castNode converts a column with arrow's safe cast.
 func castNode(n node, to arrow.DataType, label string) node {
-	opts := compute.SafeCastOptions(to)
+	opts := castOptions(n.dtype(), to)
 	kernel := func(ec *evalCtx, args []value) (value, error) {
 		ctx := ec.ctx
 		if isString(to) || to.ID() == arrow.BINARY || to.ID() == arrow.LARGE_BINARY {

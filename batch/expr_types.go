@@ -173,7 +173,7 @@ func (b *binder) foldCast(sc scalar.Scalar, to arrow.DataType) (scalar.Scalar, e
 	if !sc.IsValid() {
 		return scalar.MakeNullScalar(to), nil
 	}
-	d, err := compute.CastDatum(b.ctx, &compute.ScalarDatum{Value: sc}, compute.SafeCastOptions(to))
+	d, err := compute.CastDatum(b.ctx, &compute.ScalarDatum{Value: sc}, castOptions(sc.DataType(), to))
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,7 @@ func (q *Query) Run(ctx context.Context) (err error) {
 
 	r := &run{q: q, cfg: cfg, cp: cp, runID: newRunID(), srcs: q.stream.sources, committed: -1}
 	r.log = cfg.logger.With("query", cfg.name, "queryId", cp.meta.ID, "runId", r.runID)
+	r.log.Info("starting", "checkpoint", storage.Redact(cfg.checkpoint.URL()), "trigger", cfg.trigger.String(), "plan", q.stream.describe())
 	r.ex, err = bindStream(q.stream, cfg)
 	if err != nil {
 		return err

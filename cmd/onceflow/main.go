@@ -34,6 +34,7 @@ func commands() map[string]command {
 		"checkpoint": {"inspect a checkpoint: checkpoint inspect [--json] DIR", checkpointCommand},
 		"state":      {"print a stateful operator's rows: state dump DIR --operator ID [--version N]", stateCommand},
 		"progress":   {"print a query's progress log as a table: progress [--json] [-n N] DIR", progressCommand},
+		"lake":       {"look at a file-sink table: lake files|query|vacuum DIR", lakeCommand},
 	}
 }
 

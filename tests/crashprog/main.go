@@ -81,7 +81,7 @@ var schema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 func (c *counter) Schema() *arrow.Schema { return schema }
-func (c *counter) Description() string  { return "counter" }
+func (c *counter) Description() string   { return "counter" }
 func (c *counter) InitialOffset(context.Context) (json.RawMessage, error) {
 	return json.RawMessage("0"), nil
 }

@@ -54,6 +54,16 @@ func (fw *fileWriter) write(rec arrow.RecordBatch, ri int, idx []int32) error {
 		if err := fw.fill(vals, k, c, rec.Column(c.arrowIdx), idx); err != nil {
 			return fmt.Errorf("column %q, record %d: %w", c.name, ri, err)
 		}
+		if c.nullable {
+			// Definition level 1 marks a present value of an optional
+			// column; a required column's values need no levels (the
+			// plain column buffers read only the value).
+			for j := range vals {
+				if !vals[j].IsNull() {
+					vals[j] = vals[j].Level(0, 1, k)
+				}
+			}
+		}
 		if _, err := fw.cols[k].WriteRowValues(vals); err != nil {
 			return fmt.Errorf("encode column %q: %w", c.name, err)
 		}
@@ -64,10 +74,6 @@ func (fw *fileWriter) write(rec arrow.RecordBatch, ri int, idx []int32) error {
 
 // fill converts rows idx of column a into vals for parquet column k.
 func (fw *fileWriter) fill(vals []parquet.Value, k int, c dataCol, a arrow.Array, idx []int32) error {
-	def := 0
-	if c.nullable {
-		def = 1
-	}
 	nulls := a.NullN() > 0
 	if nulls && !c.nullable {
 		for _, i := range idx {
@@ -80,72 +86,72 @@ func (fw *fileWriter) fill(vals []parquet.Value, k int, c dataCol, a arrow.Array
 	var set func(j int, i int) error
 	switch col := a.(type) {
 	case *array.Boolean:
-		set = func(j, i int) error { vals[j] = parquet.BooleanValue(col.Value(i)).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.BooleanValue(col.Value(i)); return nil }
 	case *array.Int8:
 		v := col.Int8Values()
-		set = func(j, i int) error { vals[j] = parquet.Int32Value(int32(v[i])).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.Int32Value(int32(v[i])); return nil }
 	case *array.Int16:
 		v := col.Int16Values()
-		set = func(j, i int) error { vals[j] = parquet.Int32Value(int32(v[i])).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.Int32Value(int32(v[i])); return nil }
 	case *array.Int32:
 		v := col.Int32Values()
 		if !nulls {
 			for j, i := range idx {
-				vals[j] = parquet.Int32Value(v[i]).Level(0, def, k)
+				vals[j] = parquet.Int32Value(v[i])
 			}
 			return nil
 		}
-		set = func(j, i int) error { vals[j] = parquet.Int32Value(v[i]).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.Int32Value(v[i]); return nil }
 	case *array.Int64:
 		v := col.Int64Values()
 		if !nulls {
 			for j, i := range idx {
-				vals[j] = parquet.Int64Value(v[i]).Level(0, def, k)
+				vals[j] = parquet.Int64Value(v[i])
 			}
 			return nil
 		}
-		set = func(j, i int) error { vals[j] = parquet.Int64Value(v[i]).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.Int64Value(v[i]); return nil }
 	case *array.Float32:
 		v := col.Float32Values()
-		set = func(j, i int) error { vals[j] = parquet.FloatValue(v[i]).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.FloatValue(v[i]); return nil }
 	case *array.Float64:
 		v := col.Float64Values()
 		if !nulls {
 			for j, i := range idx {
-				vals[j] = parquet.DoubleValue(v[i]).Level(0, def, k)
+				vals[j] = parquet.DoubleValue(v[i])
 			}
 			return nil
 		}
-		set = func(j, i int) error { vals[j] = parquet.DoubleValue(v[i]).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.DoubleValue(v[i]); return nil }
 	case *array.String:
 		if !nulls {
 			for j, i := range idx {
-				vals[j] = parquet.ByteArrayValue(strBytes(col.Value(int(i)))).Level(0, def, k)
+				vals[j] = parquet.ByteArrayValue(strBytes(col.Value(int(i))))
 			}
 			return nil
 		}
 		set = func(j, i int) error {
-			vals[j] = parquet.ByteArrayValue(strBytes(col.Value(i))).Level(0, def, k)
+			vals[j] = parquet.ByteArrayValue(strBytes(col.Value(i)))
 			return nil
 		}
 	case *array.LargeString:
 		set = func(j, i int) error {
-			vals[j] = parquet.ByteArrayValue(strBytes(col.Value(i))).Level(0, def, k)
+			vals[j] = parquet.ByteArrayValue(strBytes(col.Value(i)))
 			return nil
 		}
 	case *array.Binary:
-		set = func(j, i int) error { vals[j] = parquet.ByteArrayValue(col.Value(i)).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.ByteArrayValue(col.Value(i)); return nil }
 	case *array.LargeBinary:
-		set = func(j, i int) error { vals[j] = parquet.ByteArrayValue(col.Value(i)).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.ByteArrayValue(col.Value(i)); return nil }
 	case *array.Date32:
 		v := col.Date32Values()
-		set = func(j, i int) error { vals[j] = parquet.Int32Value(int32(v[i])).Level(0, def, k); return nil }
+		set = func(j, i int) error { vals[j] = parquet.Int32Value(int32(v[i])); return nil }
 	case *array.Timestamp:
 		v := col.TimestampValues()
 		unit := col.DataType().(*arrow.TimestampType).Unit
 		if unit == arrow.Microsecond && !nulls {
 			for j, i := range idx {
-				vals[j] = parquet.Int64Value(int64(v[i])).Level(0, def, k)
+				vals[j] = parquet.Int64Value(int64(v[i]))
 			}
 			return nil
 		}
@@ -154,7 +160,7 @@ func (fw *fileWriter) fill(vals []parquet.Value, k int, c dataCol, a arrow.Array
 			if err != nil {
 				return fmt.Errorf("row %d: %w", i, err)
 			}
-			vals[j] = parquet.Int64Value(us).Level(0, def, k)
+			vals[j] = parquet.Int64Value(us)
 			return nil
 		}
 	case *array.Decimal128:
@@ -162,12 +168,12 @@ func (fw *fileWriter) fill(vals []parquet.Value, k int, c dataCol, a arrow.Array
 		switch p := col.DataType().(*arrow.Decimal128Type).Precision; {
 		case p <= 9:
 			set = func(j, i int) error {
-				vals[j] = parquet.Int32Value(int32(int64(v[i].LowBits()))).Level(0, def, k)
+				vals[j] = parquet.Int32Value(int32(int64(v[i].LowBits())))
 				return nil
 			}
 		case p <= 18:
 			set = func(j, i int) error {
-				vals[j] = parquet.Int64Value(int64(v[i].LowBits())).Level(0, def, k)
+				vals[j] = parquet.Int64Value(int64(v[i].LowBits()))
 				return nil
 			}
 		default:
@@ -175,7 +181,7 @@ func (fw *fileWriter) fill(vals []parquet.Value, k int, c dataCol, a arrow.Array
 				b := fw.fixed[16*j : 16*j+16]
 				binary.BigEndian.PutUint64(b[:8], uint64(v[i].HighBits()))
 				binary.BigEndian.PutUint64(b[8:], v[i].LowBits())
-				vals[j] = parquet.FixedLenByteArrayValue(b).Level(0, def, k)
+				vals[j] = parquet.FixedLenByteArrayValue(b)
 				return nil
 			}
 		}

@@ -41,10 +41,11 @@ type plan struct {
 	schema   *arrow.Schema
 	cols     []string
 	conv     []func(a arrow.Array, i int) any
-	keyIdx   []int // field indexes of the key columns; checked for duplicates unless preAgg
+	keyIdx   []int // field indexes of the key columns, checked for duplicates
 	preAgg   bool  // every non-key column is an add merge: duplicates are summed
 	stageSQL string
-	insert   string
+	insert   string // INSERT … SELECT from the stage
+	insertGB string // the same grouped by key, summing: for preAgg batches with duplicates
 }
 
 // planFor returns the plan for schema, reading the catalog through q the
@@ -148,20 +149,21 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 			return nil, fmt.Errorf("%w: table %s has no unique index or primary key on exactly (%s), which the upsert needs",
 				ErrSchemaMismatch, tname, quoteAll(ap.keys))
 		}
-		if !p.preAgg {
-			for _, k := range ap.keys {
-				p.keyIdx = append(p.keyIdx, byName[k])
-			}
+		for _, k := range ap.keys {
+			p.keyIdx = append(p.keyIdx, byName[k])
 		}
 	}
 	stage := pgx.Identifier{"pg_temp", ap.stage}.Sanitize()
 	p.stageSQL = "DROP TABLE IF EXISTS " + stage + "; CREATE TEMPORARY TABLE " + quote(ap.stage) +
 		" ON COMMIT DROP AS SELECT " + quoteAll(p.cols) + " FROM " + tname + " WITH NO DATA"
-	p.insert = ap.insertSQL(p, stage)
+	p.insert = ap.insertSQL(p, stage, false)
+	if p.preAgg {
+		p.insertGB = ap.insertSQL(p, stage, true)
+	}
 	return p, nil
 }
 
-func (ap *applier) insertSQL(p *plan, stage string) string {
+func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
 	b.WriteString(ap.target.sql())
@@ -172,7 +174,7 @@ func (ap *applier) insertSQL(p *plan, stage string) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		if p.preAgg && !isKey(ap.keys, c) {
+		if group && !isKey(ap.keys, c) {
 			b.WriteString("sum(" + quote(c) + ")")
 		} else {
 			b.WriteString(quote(c))
@@ -180,7 +182,7 @@ func (ap *applier) insertSQL(p *plan, stage string) string {
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(stage)
-	if p.preAgg {
+	if group {
 		b.WriteString(" GROUP BY ")
 		b.WriteString(quoteAll(ap.keys))
 	}
@@ -236,14 +238,19 @@ func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *
 	if err != nil {
 		return 0, fmt.Errorf("batch %d: copy rows into stage table: %w", batchID, err)
 	}
-	if _, err := tx.Exec(ctx, p.insert); err != nil {
+	insert := p.insert
+	if src.dup {
+		insert = p.insertGB // only preAgg plans get here with duplicates
+	}
+	if _, err := tx.Exec(ctx, insert); err != nil {
 		return 0, fmt.Errorf("batch %d: insert into %s: %w", batchID, ap.target.sql(), err)
 	}
 	return n, nil
 }
 
 // copySource feeds the records to COPY row by row, converting each value,
-// and rejects a key seen twice in the batch (unless the plan sums them).
+// and rejects a key seen twice in the batch unless the plan sums them (then
+// it notes the duplicate, and only then does the INSERT group by key).
 type copySource struct {
 	p       *plan
 	recs    []arrow.RecordBatch
@@ -254,6 +261,7 @@ type copySource struct {
 	started bool
 	vals    []any
 	seen    map[string]int64
+	dup     bool // a key was seen twice (allowed only when the plan sums)
 	keyBuf  []byte
 	err     error
 }
@@ -298,6 +306,10 @@ func (s *copySource) checkKey(rec arrow.RecordBatch) error {
 		s.keyBuf = append(s.keyBuf, v...)
 	}
 	if first, dup := s.seen[string(s.keyBuf)]; dup {
+		if s.p.preAgg {
+			s.dup = true
+			return nil
+		}
 		parts := make([]string, len(s.p.keyIdx))
 		for j, fi := range s.p.keyIdx {
 			parts[j] = fmt.Sprintf("%s=%s", s.keys[j], rec.Column(fi).ValueStr(s.i))

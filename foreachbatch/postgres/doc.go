@@ -46,7 +46,8 @@
 //
 // Two rows with the same key in one batch: when every non-key column is a
 // MergeAdd, the INSERT groups the stage by key and sums the deltas (the
-// result is the same as applying the rows one by one). Otherwise the batch
+// result is the same as applying the rows one by one; only a batch that does
+// hold a repeated key pays for the grouping). Otherwise the batch
 // fails with ErrDuplicateKey naming the key and the two row numbers, before
 // anything is written: with set merges the winner would be arbitrary. A NULL
 // key fails the batch too.

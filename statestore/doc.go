@@ -38,9 +38,10 @@
 //     that is truncated, altered or not a state file fails the load with a
 //     *CorruptionError (errors.Is ErrCorrupt) naming it. A gap in the chain
 //     of deltas fails naming the missing file (errors.Is ErrMissing).
-//   - Load's rows are in ascending order of the key encoding (bytes order;
-//     docs/format/state.md), so the same state loads in the same order
-//     whatever snapshots exist. Snapshots are stored in that order too.
+//   - Load's rows are in ascending key order (column by column, each in its
+//     natural order, nulls first; docs/format/state.md), so the same state
+//     loads in the same order whatever snapshots exist. Snapshots are
+//     stored in that order too.
 //   - Purge(c) keeps every file needed to load any version in
 //     [c-MinVersionsToRetain+1, c], and every file of a version after c.
 //

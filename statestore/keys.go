@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -10,20 +11,28 @@ import (
 )
 
 // The key encoding turns the key columns of one row into bytes, so rows can
-// be matched in a Go map and ordered by bytes.Compare. It is part of the
-// on-disk format (snapshots are stored in ascending encoded-key order; see
-// docs/format/state.md):
+// be matched in a Go map and ordered with bytes.Compare. It preserves
+// order: comparing encodings compares the keys column by column, each in
+// its natural order, nulls first. It is part of the on-disk format
+// (snapshots are stored in ascending key order; docs/format/state.md):
 //
-//	column := 0x00                    (null)
-//	        | 0x01 value              (valid)
-//	value  := 1 byte 0/1              (boolean)
-//	        | the value's bytes       (fixed width, as in the Arrow buffer: little endian)
-//	        | uvarint(len) bytes      (string, binary, large and view forms)
-//	        | column column …         (struct: its fields in order)
+//	column := 0x00                (null)
+//	        | 0x01 value          (valid)
+//	value  := 0x00 | 0x01         (boolean)
+//	        | big-endian bytes, sign bit flipped
+//	                              (signed integers, dates, times, timestamps,
+//	                               durations, decimals)
+//	        | big-endian bytes    (unsigned integers)
+//	        | big-endian bits, all flipped if negative, else sign bit set
+//	                              (floats: -Inf < … < -0 < +0 < … < +Inf)
+//	        | the stored bytes    (fixed-size binary, intervals)
+//	        | bytes with 00 written as 00 FF, then 00 01
+//	                              (string, binary, large and view forms)
+//	        | column column …     (struct: its fields in order)
 //
-// The encoding is injective for one key schema: equal keys, and only equal
-// keys, encode to equal bytes (floats compare by bit pattern, so -0 and +0
-// are different keys, as are NaNs with different payloads).
+// Every column encoding is self-delimiting, so equal keys, and only equal
+// keys, encode to equal bytes (floats by bit pattern: -0 and +0 are
+// different keys, as are NaNs with different payloads).
 
 // colEncoder appends the encoding of row i of one column to dst.
 type colEncoder func(dst []byte, i int) []byte
@@ -31,6 +40,35 @@ type colEncoder func(dst []byte, i int) []byte
 // keyEncoder encodes the key columns of a record.
 type keyEncoder struct {
 	cols []colEncoder
+}
+
+// byteOrder says how a fixed-width key type's stored (little-endian) bytes
+// become order-preserving ones.
+type byteOrder int
+
+const (
+	orderRaw      byteOrder = iota // copied as stored
+	orderUnsigned                  // reversed
+	orderSigned                    // reversed, sign bit flipped
+	orderFloat                     // IEEE 754 total-order transform
+)
+
+// fixedOrder returns how a fixed-width key type is encoded; ok is false for
+// a type that cannot be a key.
+func fixedOrder(id arrow.Type) (byteOrder, bool) {
+	switch id {
+	case arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return orderUnsigned, true
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.DATE32, arrow.DATE64,
+		arrow.TIME32, arrow.TIME64, arrow.TIMESTAMP, arrow.DURATION,
+		arrow.DECIMAL32, arrow.DECIMAL64, arrow.DECIMAL128, arrow.DECIMAL256:
+		return orderSigned, true
+	case arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64:
+		return orderFloat, true
+	case arrow.FIXED_SIZE_BINARY, arrow.INTERVAL_MONTHS, arrow.INTERVAL_DAY_TIME, arrow.INTERVAL_MONTH_DAY_NANO:
+		return orderRaw, true
+	}
+	return 0, false
 }
 
 // checkKeyType reports whether dt can be a key column type.
@@ -46,17 +84,15 @@ func checkKeyType(dt arrow.DataType) error {
 			}
 		}
 		return nil
-	case *arrow.DictionaryType:
-		return fmt.Errorf("type %s cannot be a key (decode dictionaries first)", dt)
 	case arrow.ExtensionType:
 		return fmt.Errorf("extension type %s cannot be a key (use its storage type)", dt)
-	case arrow.FixedWidthDataType:
-		if t.BitWidth()%8 != 0 || t.BitWidth() == 0 {
-			return fmt.Errorf("type %s cannot be a key", dt)
-		}
+	case *arrow.DictionaryType:
+		return fmt.Errorf("type %s cannot be a key (decode dictionaries first)", dt)
+	}
+	if _, ok := fixedOrder(dt.ID()); ok {
 		return nil
 	}
-	return fmt.Errorf("type %s cannot be a key (keys are booleans, fixed-width types, strings, binaries and structs of them)", dt)
+	return fmt.Errorf("type %s cannot be a key (keys are booleans, numbers, temporal types, decimals, strings, binaries and structs of them)", dt)
 }
 
 // newKeyEncoder returns an encoder of the first n columns of rec.
@@ -101,17 +137,17 @@ func newValueEncoder(arr arrow.Array) colEncoder {
 			return append(dst, 0)
 		}
 	case *array.String:
-		return func(dst []byte, i int) []byte { return appendBytes(dst, a.Value(i)) }
+		return func(dst []byte, i int) []byte { return appendEscaped(dst, a.Value(i)) }
 	case *array.LargeString:
-		return func(dst []byte, i int) []byte { return appendBytes(dst, a.Value(i)) }
+		return func(dst []byte, i int) []byte { return appendEscaped(dst, a.Value(i)) }
 	case *array.StringView:
-		return func(dst []byte, i int) []byte { return appendBytes(dst, a.Value(i)) }
+		return func(dst []byte, i int) []byte { return appendEscaped(dst, a.Value(i)) }
 	case *array.Binary:
-		return func(dst []byte, i int) []byte { return appendBytes(dst, a.Value(i)) }
+		return func(dst []byte, i int) []byte { return appendEscapedBytes(dst, a.Value(i)) }
 	case *array.LargeBinary:
-		return func(dst []byte, i int) []byte { return appendBytes(dst, a.Value(i)) }
+		return func(dst []byte, i int) []byte { return appendEscapedBytes(dst, a.Value(i)) }
 	case *array.BinaryView:
-		return func(dst []byte, i int) []byte { return appendBytes(dst, a.Value(i)) }
+		return func(dst []byte, i int) []byte { return appendEscapedBytes(dst, a.Value(i)) }
 	case *array.Struct:
 		fields := make([]colEncoder, a.NumField())
 		for f := range fields {
@@ -124,8 +160,9 @@ func newValueEncoder(arr arrow.Array) colEncoder {
 			return dst
 		}
 	}
-	fw, ok := arr.DataType().(arrow.FixedWidthDataType)
-	if !ok {
+	order, ok := fixedOrder(arr.DataType().ID())
+	fw, isFixed := arr.DataType().(arrow.FixedWidthDataType)
+	if !ok || !isFixed {
 		panic(fmt.Sprintf("statestore: key column type %s passed schema checks but has no encoder", arr.DataType()))
 	}
 	width := fw.BitWidth() / 8
@@ -135,15 +172,97 @@ func newValueEncoder(arr arrow.Array) colEncoder {
 		buf = b.Bytes()
 	}
 	off := data.Offset()
+	switch {
+	case order == orderRaw:
+		return func(dst []byte, i int) []byte {
+			p := (off + i) * width
+			return append(dst, buf[p:p+width]...)
+		}
+	case width == 8:
+		var flip uint64
+		if order == orderSigned {
+			flip = 1 << 63
+		}
+		return func(dst []byte, i int) []byte {
+			v := binary.LittleEndian.Uint64(buf[(off+i)*8:])
+			if order == orderFloat {
+				v = floatBits64(v)
+			}
+			return binary.BigEndian.AppendUint64(dst, v^flip)
+		}
+	case width == 4:
+		var flip uint32
+		if order == orderSigned {
+			flip = 1 << 31
+		}
+		return func(dst []byte, i int) []byte {
+			v := binary.LittleEndian.Uint32(buf[(off+i)*4:])
+			if order == orderFloat {
+				v = uint32(floatBits64(uint64(v)<<32) >> 32)
+			}
+			return binary.BigEndian.AppendUint32(dst, v^flip)
+		}
+	}
+	// Other widths (1, 2, 16, 32 bytes): reverse byte by byte.
 	return func(dst []byte, i int) []byte {
 		p := (off + i) * width
-		return append(dst, buf[p:p+width]...)
+		n := len(dst)
+		for k := width - 1; k >= 0; k-- {
+			dst = append(dst, buf[p+k])
+		}
+		switch order {
+		case orderSigned:
+			dst[n] ^= 0x80
+		case orderFloat: // width 2 (float16)
+			if dst[n]&0x80 != 0 {
+				for k := n; k < len(dst); k++ {
+					dst[k] = ^dst[k]
+				}
+			} else {
+				dst[n] |= 0x80
+			}
+		}
+		return dst
 	}
 }
 
-func appendBytes[T string | []byte](dst []byte, v T) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(v)))
-	return append(dst, v...)
+// floatBits64 maps IEEE 754 bits (a float in the high bits of v) to bits
+// whose unsigned order is the floats' order: negatives are flipped
+// entirely, positives get the sign bit set.
+func floatBits64(v uint64) uint64 {
+	if v&(1<<63) != 0 {
+		return ^v
+	}
+	return v | 1<<63
+}
+
+// appendEscaped appends v with each 0x00 written as 00 FF, then the
+// terminator 00 01: self-delimiting, and byte order is v's order.
+func appendEscaped(dst []byte, v string) []byte {
+	for {
+		i := strings.IndexByte(v, 0)
+		if i < 0 {
+			dst = append(dst, v...)
+			return append(dst, 0, 1)
+		}
+		dst = append(dst, v[:i]...)
+		dst = append(dst, 0, 0xFF)
+		v = v[i+1:]
+	}
+}
+
+// appendEscapedBytes is appendEscaped for a byte slice.
+func appendEscapedBytes(dst, v []byte) []byte {
+	for {
+		i := bytes.IndexByte(v, 0)
+		if i < 0 {
+			dst = append(dst, v...)
+			return append(dst, 0, 1)
+		}
+		dst = append(dst, v[:i]...)
+		dst = append(dst, 0, 0xFF)
+		v = v[i+1:]
+	}
 }
 
 // formatKey renders row i's key for an error message: (col=value, …).

@@ -193,7 +193,7 @@ func TestKeyEncodingDistinguishesNullAndSlices(t *testing.T) {
 		}
 		seen[k] = i
 	}
-	if got := fmt.Sprintf("%q", enc(nil, 0)); got != `"\x01\x02ab"` {
+	if got := fmt.Sprintf("%q", enc(nil, 0)); got != `"\x01ab\x00\x01"` {
 		t.Fatalf("encoding of \"ab\" = %s", got)
 	}
 }
@@ -203,7 +203,7 @@ func TestKeyEncodingExample(t *testing.T) {
 	mem := newMem(t)
 	u := buildUpserts(mem, []row{{user: "ab", shard: 1}})
 	defer u.Release()
-	if got := fmt.Sprintf("% x", newKeyEncoder(u, 2).encode(nil, 0)); got != "01 02 61 62 01 01 00 00 00 00 00 00 00" {
+	if got := fmt.Sprintf("% x", newKeyEncoder(u, 2).encode(nil, 0)); got != "01 61 62 00 01 01 80 00 00 00 00 00 00 01" {
 		t.Fatalf("encoding of (\"ab\", 1) = %s", got)
 	}
 }

@@ -346,8 +346,8 @@ func (s *Store) Purge(ctx context.Context, committed int64) error {
 
 // Load returns every live row of version (the state after batch version;
 // -1 is the empty state), key columns then value columns (Schema()), in
-// ascending order of the key encoding (docs/format/state.md). The caller
-// releases the records.
+// ascending key order: column by column, each in its natural order, nulls
+// first (docs/format/state.md). The caller releases the records.
 func (s *Store) Load(ctx context.Context, version int64) ([]arrow.RecordBatch, error) {
 	if version < -1 {
 		return nil, fmt.Errorf("statestore: load version %d: versions start at -1 (the empty state)", version)

@@ -489,9 +489,8 @@ func TestKeySet(t *testing.T) {
 	for _, r := range recs {
 		got = append(got, r.Column(0).(*array.Int64).Int64Values()...)
 	}
-	// Key-encoding order: little-endian bytes, so 256 (00 01 …) sorts first.
-	if fmt.Sprint(got) != "[256 1 2]" {
-		t.Fatalf("Load(3) = %v, want [256 1 2]", got)
+	if fmt.Sprint(got) != "[1 2 256]" {
+		t.Fatalf("Load(3) = %v, want [1 2 256] (ascending key order)", got)
 	}
 }
 

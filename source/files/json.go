@@ -179,7 +179,10 @@ func (p *jsonParser) value(line []byte, i int, col *column, c *cell) (int, *badV
 		}
 		return 0, col.notA(what)
 	case b == '-' || (b >= '0' && b <= '9'):
-		next := number(line, i)
+		next, ok := number(line, i)
+		if !ok {
+			return 0, malformed(next, "bad number")
+		}
 		tok := line[i:next]
 		c.set, c.null = true, false
 		var err error
@@ -207,18 +210,45 @@ func (p *jsonParser) value(line []byte, i int, col *column, c *cell) (int, *badV
 	return 0, malformed(i, "unexpected %q", line[i])
 }
 
-// number returns the end of the number token at line[i] (validated by the
-// strconv call that parses it, or not at all when skipped).
-func number(line []byte, i int) int {
-	for i < len(line) {
-		switch b := line[i]; {
-		case b >= '0' && b <= '9', b == '-', b == '+', b == '.', b == 'e', b == 'E':
-			i++
-		default:
-			return i
+// number returns the end of the JSON number at line[i] (RFC 8259 grammar:
+// -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?), and whether one
+// is there.
+func number(line []byte, i int) (int, bool) {
+	digits := func(i int) (int, bool) {
+		j := i
+		for j < len(line) && line[j] >= '0' && line[j] <= '9' {
+			j++
+		}
+		return j, j > i
+	}
+	if i < len(line) && line[i] == '-' {
+		i++
+	}
+	if i < len(line) && line[i] == '0' {
+		i++
+	} else {
+		var ok bool
+		if i, ok = digits(i); !ok {
+			return i, false
 		}
 	}
-	return i
+	if i < len(line) && line[i] == '.' {
+		var ok bool
+		if i, ok = digits(i + 1); !ok {
+			return i, false
+		}
+	}
+	if i < len(line) && (line[i] == 'e' || line[i] == 'E') {
+		i++
+		if i < len(line) && (line[i] == '+' || line[i] == '-') {
+			i++
+		}
+		var ok bool
+		if i, ok = digits(i); !ok {
+			return i, false
+		}
+	}
+	return i, true
 }
 
 // str reads the string whose opening quote is at line[i]. Without escapes
@@ -372,7 +402,11 @@ func skip(line []byte, i, depth int) (int, *badValue) {
 	case b == 'n':
 		return literal(line, i, "null")
 	case b == '-' || (b >= '0' && b <= '9'):
-		return number(line, i), nil
+		next, ok := number(line, i)
+		if !ok {
+			return 0, malformed(next, "bad number")
+		}
+		return next, nil
 	}
 	return 0, malformed(i, "unexpected %q", line[i])
 }

@@ -29,7 +29,7 @@ func PGURL(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(PGEnvVar)
 	if base == "" {
-		t.Skip(pgHowTo)
+		SkipMissing(t, pgHowTo)
 	}
 	u, err := url.Parse(base)
 	if err != nil {

@@ -382,3 +382,31 @@ func TestValidateSchema(t *testing.T) {
 		t.Fatalf("no topic: %v", err)
 	}
 }
+
+// TestTimedOutTransactionIsReRun: the broker aborts a transaction that
+// outlives the timeout; the commit fails, and the re-run writes the batch
+// once.
+func TestTimedOutTransactionIsReRun(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	c := testenv.Kafka(t, map[string]int32{"out": 1})
+	b0 := payments(t, mem, "b0", 2)
+	defer b0.Release()
+	s := newSink(t, c, TransactionTimeout(time.Second))
+	start(t, s, "q")
+	s.beforeCommit = func() { time.Sleep(2500 * time.Millisecond) }
+	err := add(s, 0, b0)
+	if err == nil {
+		t.Fatal("a transaction older than its timeout committed")
+	}
+	s.beforeCommit = nil
+	t.Logf("commit after timeout: %v", err)
+	if err := s.Start(context.Background(), "q"); err != nil { // the engine's restart
+		t.Fatal(err)
+	}
+	if err := add(s, 0, b0); err != nil {
+		t.Fatalf("re-run: %v", err)
+	}
+	counts, _ := visible(t, c)
+	wantOnce(t, counts, "b0-0", "b0-1")
+}

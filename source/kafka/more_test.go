@@ -6,11 +6,14 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"go.uber.org/goleak"
 
@@ -91,5 +94,44 @@ func TestSASL(t *testing.T) {
 	}
 	if errors.Is(err, kafka.ErrDataLoss) || strings.Contains(err.Error(), "wrong") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestFetchErrorsAreRetried: a leader change answered to a fetch (kfake
+// ControlKey) is retried after a metadata refresh, and the rows are the
+// same.
+func TestFetchErrorsAreRetried(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"f": 1})
+	produce(t, c, rec("f", 0, "", "1"), rec("f", 0, "", "2"))
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newSource(t, c, mem, kafka.Topics("f"))
+	var hits atomic.Int32
+	c.Fake().ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if hits.Add(1) > 2 {
+			return nil, nil, false
+		}
+		c.Fake().KeepControl()
+		fr := req.(*kmsg.FetchRequest)
+		resp := fr.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range fr.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	rows, err := readRows(t, src, json.RawMessage(`{"f":{"0":0}}`), json.RawMessage(`{"f":{"0":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(rows); !reflect.DeepEqual(got, []string{"1", "2"}) || hits.Load() < 3 {
+		t.Fatalf("values %v after %d fetches", got, hits.Load())
 	}
 }

@@ -34,7 +34,12 @@
 //     response) is found and not repeated, and an aborted one is re-run.
 //     PRODUCER_FENCED and INVALID_PRODUCER_EPOCH are kept as ErrFenced: a
 //     newer instance owns the id and this one writes nothing more until
-//     Start is called again.
+//     Start is called again. Any other error leaves the instance able to
+//     retry: its next AddBatch runs InitProducerID, which in turn fences a
+//     newer instance if one exists. That costs liveness, not correctness
+//     (each instance reads the marker only after its own InitProducerID
+//     completed every earlier transaction of the id), and the engine's
+//     checkpoint lock keeps a second driver of one query from running.
 //
 // Fault points: FaultAfterProduce (records and marker in an open
 // transaction) and FaultAfterCommit (committed, AddBatch not returned).

@@ -121,7 +121,8 @@ func Logger(l *slog.Logger) Option {
 // Retry bounds the retries of a batch transaction that failed on a lost
 // connection, an administrator shutdown (57P01), a serialization failure
 // (40001) or a deadlock (40P01): at most maxAttempts attempts in all, waiting
-// initial, 2×initial, … capped at max between them. Defaults:
+// initial, 2×initial, … capped at max between them (each wait shortened by a
+// random jitter of up to half). Defaults:
 // DefaultMaxAttempts (5), DefaultInitialBackoff (100ms), DefaultMaxBackoff
 // (5s). maxAttempts 1 disables retries.
 func Retry(maxAttempts int, initial, max time.Duration) Option {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"syscall"
@@ -96,6 +97,11 @@ func (r *retrier) do(ctx context.Context, what string, attempt func(ctx context.
 			return n, r.scrub.err(&exhaustedError{what: what, attempts: n, err: err})
 		}
 		d := backoff(r.cfg, n)
+		if d > 1 {
+			// Jitter (d/2 to d) keeps two deadlock victims from retrying in
+			// step. Timing only: nothing that reaches a table depends on it.
+			d = d/2 + rand.N(d/2+1)
+		}
 		r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "postgres: batch transaction failed, retrying",
 			slog.String("what", what), slog.Int("attempt", n), slog.Duration("backoff", d), slog.String("error", err.Error()))
 		if r.onWait != nil {

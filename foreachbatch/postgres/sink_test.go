@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"

@@ -140,7 +140,9 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 	if err := s.log.Add(ctx, batchID, *entry); err != nil {
 		return fmt.Errorf("filesink: commit batch %d: %w", batchID, err)
 	}
-	st.apply(entry)
+	if err := st.apply(entry); err != nil {
+		return fmt.Errorf("filesink: batch %d: %w", batchID, err)
+	}
 	fault.Point(FaultAfterLog)
 	if s.isCompaction(batchID) {
 		return s.compact(ctx, st)
@@ -153,17 +155,17 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 // (retention compares with the version's recorded commit time), so a
 // re-run after a crash writes the same bytes.
 func (s *Sink) compact(ctx context.Context, st *tableState) error {
-	e := st.compactEntry(s.cfg.retention)
-	data, err := offsetlog.Encode(e)
+	id := st.version
+	data, err := st.compactBytes(s.cfg.retention)
 	if err != nil {
-		return fmt.Errorf("filesink: encode %s: %w", compactName(e.BatchID), err)
+		return fmt.Errorf("filesink: encode %s: %w", compactName(id), err)
 	}
-	if err := s.table.Put(ctx, compactName(e.BatchID), data); err != nil {
-		return fmt.Errorf("filesink: write %s: %w", compactName(e.BatchID), err)
+	if err := s.table.Put(ctx, compactName(id), data); err != nil {
+		return fmt.Errorf("filesink: write %s: %w", compactName(id), err)
 	}
-	st.compacted = e.BatchID
+	st.compacted = id
 	fault.Point(FaultCompaction)
-	if err := purgeLog(ctx, s.table, e.BatchID); err != nil {
+	if err := purgeLog(ctx, s.table, id); err != nil {
 		return fmt.Errorf("filesink: %w", err)
 	}
 	return nil
@@ -210,7 +212,7 @@ func smallFiles(st *tableState, min int64) map[string][]File {
 			if dir == "." {
 				dir = ""
 			}
-			out[dir] = append(out[dir], f)
+			out[dir] = append(out[dir], f.File)
 		}
 	}
 	for _, fs := range out {

@@ -1,11 +1,16 @@
 package filesink
 
 import (
+	"bytes"
+	"encoding/json"
+	"runtime"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -13,35 +18,54 @@ import (
 
 // tableState is the table at one version: what a reader sees and what the
 // sink builds the next batch on.
+//
+// Each live file and tombstone keeps its action's JSON line, encoded once
+// when the action entered the state (or taken verbatim from the compact
+// file it was loaded from), so compaction concatenates lines instead of
+// re-encoding the whole table every time.
 type tableState struct {
 	version     int64 // last committed batch; -1 for an empty table
 	versionTime int64 // its commit time, Unix ms
 	compacted   int64 // newest compact file known to exist; -1 for none
 	schema      []Column
 	partCols    []string
-	live        map[string]File // path → file
-	tombstones  map[string]File // removed path → removal (BatchID, Time)
+	live        map[string]stateFile // path → file
+	tombstones  map[string]stateFile // removed path → removal (BatchID, Time)
+}
+
+type stateFile struct {
+	File
+	line []byte // the action as one JSON line, without the newline
 }
 
 func newTableState() *tableState {
-	return &tableState{version: -1, compacted: -1, live: map[string]File{}, tombstones: map[string]File{}}
+	return &tableState{version: -1, compacted: -1, live: map[string]stateFile{}, tombstones: map[string]stateFile{}}
 }
 
-// apply folds one log entry into the state.
-func (st *tableState) apply(e *Entry) {
-	if e.Kind == KindCompact {
-		st.live = make(map[string]File, len(e.Actions))
-		st.tombstones = map[string]File{}
-		st.compacted = e.BatchID
+// applyAction folds one action, whose JSON line is line (nil: encode it).
+func (st *tableState) applyAction(a Action, line []byte) error {
+	if line == nil {
+		var err error
+		if line, err = json.Marshal(a); err != nil {
+			return fmt.Errorf("encode action for %s: %w", a.Path, err)
+		}
 	}
+	switch a.Action {
+	case ActionAdd:
+		st.live[a.Path] = stateFile{File: a.File, line: line}
+		delete(st.tombstones, a.Path)
+	case ActionRemove:
+		delete(st.live, a.Path)
+		st.tombstones[a.Path] = stateFile{File: a.File, line: line}
+	}
+	return nil
+}
+
+// apply folds one delta entry into the state.
+func (st *tableState) apply(e *Entry) error {
 	for _, a := range e.Actions {
-		switch a.Action {
-		case ActionAdd:
-			st.live[a.Path] = a.File
-			delete(st.tombstones, a.Path)
-		case ActionRemove:
-			delete(st.live, a.Path)
-			st.tombstones[a.Path] = a.File
+		if err := st.applyAction(a, nil); err != nil {
+			return err
 		}
 	}
 	st.version = e.BatchID
@@ -50,13 +74,14 @@ func (st *tableState) apply(e *Entry) {
 		st.schema = e.Schema
 		st.partCols = e.PartitionColumns
 	}
+	return nil
 }
 
 // files returns the live files sorted by path.
 func (st *tableState) files() []File {
 	out := make([]File, 0, len(st.live))
 	for _, f := range st.live {
-		out = append(out, f)
+		out = append(out, f.File)
 	}
 	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	return out
@@ -128,11 +153,9 @@ func loadStateOnce(ctx context.Context, table storage.Store) (*tableState, error
 	from := int64(-1)
 	if n := len(ll.compacts); n > 0 {
 		c := ll.compacts[n-1]
-		e, err := readEntry(ctx, table, compactName(c))
-		if err != nil {
+		if err := st.readCompact(ctx, table, c); err != nil {
 			return nil, fmt.Errorf("read %s: %w", compactName(c), err)
 		}
-		st.apply(e)
 		from = c
 	}
 	for _, id := range ll.deltas {
@@ -146,16 +169,30 @@ func loadStateOnce(ctx context.Context, table storage.Store) (*tableState, error
 		if e.BatchID != id || e.Kind != KindDelta {
 			return nil, &offsetlog.CorruptionError{File: table.URL() + "/" + deltaName(id), Reason: fmt.Sprintf("holds %s entry of batch %d", e.Kind, e.BatchID)}
 		}
-		st.apply(e)
+		if err := st.apply(e); err != nil {
+			return nil, err
+		}
 	}
 	return st, nil
 }
 
-// compactEntry builds the compact entry of the state's version, applying
+// compactHeader is the second line of a compact file.
+type compactHeader struct {
+	FormatVersion    int      `json:"formatVersion"`
+	Kind             string   `json:"kind"`
+	BatchID          int64    `json:"batchId"`
+	CommitTime       int64    `json:"commitTime"`
+	Schema           []Column `json:"schema"`
+	PartitionColumns []string `json:"partitionColumns"`
+	Actions          int      `json:"actions"`
+}
+
+// compactBytes returns the compact file of the state's version, applying
 // retention: live files added more than retention before the version's
 // commit time become removes, and removes older than the tombstone
-// retention are dropped. It changes st to match what it returns.
-func (st *tableState) compactEntry(retention time.Duration) *Entry {
+// retention are dropped. It changes st to match what it returns. Its cost
+// is sorting the paths and copying the cached lines.
+func (st *tableState) compactBytes(retention time.Duration) ([]byte, error) {
 	now := st.versionTime
 	tomb := DefaultTombstoneRetention
 	if retention > 0 && retention < tomb {
@@ -165,8 +202,10 @@ func (st *tableState) compactEntry(retention time.Duration) *Entry {
 		cut := now - retention.Milliseconds()
 		for p, f := range st.live {
 			if f.Time < cut {
-				delete(st.live, p)
-				st.tombstones[p] = File{Path: p, Size: f.Size, Rows: f.Rows, BatchID: st.version, Time: now, Partition: f.Partition}
+				rm := Action{Action: ActionRemove, File: File{Path: p, Size: f.Size, Rows: f.Rows, BatchID: st.version, Time: now, Partition: f.Partition}}
+				if err := st.applyAction(rm, nil); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -176,23 +215,124 @@ func (st *tableState) compactEntry(retention time.Duration) *Entry {
 			delete(st.tombstones, p)
 		}
 	}
-	actions := make([]Action, 0, len(st.live)+len(st.tombstones))
-	for _, f := range st.live {
-		actions = append(actions, Action{Action: ActionAdd, File: f})
+	type pathLine struct {
+		path string
+		line []byte
 	}
-	for _, f := range st.tombstones {
-		actions = append(actions, Action{Action: ActionRemove, File: f})
+	lines := make([]pathLine, 0, len(st.live)+len(st.tombstones))
+	size := 0
+	for p, f := range st.live {
+		lines = append(lines, pathLine{p, f.line})
+		size += len(f.line) + 1
 	}
-	slices.SortFunc(actions, func(a, b Action) int { return strings.Compare(a.Path, b.Path) })
-	return &Entry{
+	for p, f := range st.tombstones {
+		lines = append(lines, pathLine{p, f.line})
+		size += len(f.line) + 1
+	}
+	slices.SortFunc(lines, func(a, b pathLine) int { return strings.Compare(a.path, b.path) })
+	head, err := json.Marshal(compactHeader{
 		FormatVersion:    FormatVersion,
 		Kind:             KindCompact,
 		BatchID:          st.version,
 		CommitTime:       now,
 		Schema:           st.schema,
 		PartitionColumns: st.partCols,
-		Actions:          actions,
+		Actions:          len(lines),
+	})
+	if err != nil {
+		return nil, err
 	}
+	out := make([]byte, 0, len(logVersion)+len(head)+2+size)
+	out = append(out, logVersion...)
+	out = append(out, '\n')
+	out = append(out, head...)
+	out = append(out, '\n')
+	for _, f := range lines {
+		out = append(out, f.line...)
+		out = append(out, '\n')
+	}
+	return out, nil
+}
+
+// logVersion is the first line of every log object (as offsetlog writes).
+const logVersion = "v1"
+
+// readCompact replaces the state with compact file id, decoding its action
+// lines on all cores and keeping each line's bytes.
+func (st *tableState) readCompact(ctx context.Context, table storage.Store, id int64) error {
+	name := compactName(id)
+	file := table.URL() + "/" + name
+	data, err := table.Get(ctx, name)
+	if err != nil {
+		return err
+	}
+	corrupt := func(off int, reason string) error {
+		return &offsetlog.CorruptionError{File: file, Offset: off, Reason: reason}
+	}
+	nl := bytes.IndexByte(data, '\n')
+	if nl < 0 || string(data[:nl]) != logVersion {
+		return corrupt(0, "first line is not the format version "+logVersion)
+	}
+	off := nl + 1
+	nl = bytes.IndexByte(data[off:], '\n')
+	if nl < 0 {
+		return corrupt(off, "no header line (torn write?)")
+	}
+	var h compactHeader
+	dec := json.NewDecoder(bytes.NewReader(data[off : off+nl]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return corrupt(off, "header: "+err.Error())
+	}
+	if h.FormatVersion != FormatVersion || h.Kind != KindCompact || h.BatchID != id {
+		return corrupt(off, fmt.Sprintf("header says format %d, kind %q, batch %d", h.FormatVersion, h.Kind, h.BatchID))
+	}
+	off += nl + 1
+	lines := make([][]byte, 0, h.Actions)
+	offs := make([]int, 0, h.Actions)
+	for off < len(data) {
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			return corrupt(off, "last line does not end in a newline (torn write?)")
+		}
+		lines = append(lines, data[off:off+nl:off+nl])
+		offs = append(offs, off)
+		off += nl + 1
+	}
+	if len(lines) != h.Actions {
+		return corrupt(off, fmt.Sprintf("%d action lines, header says %d", len(lines), h.Actions))
+	}
+	actions := make([]Action, len(lines))
+	workers := min(runtime.GOMAXPROCS(0), 1+len(lines)/1000)
+	var eg errgroup.Group
+	per := (len(lines) + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*per, min((w+1)*per, len(lines))
+		eg.Go(func() error {
+			for i := lo; i < hi; i++ {
+				if err := json.Unmarshal(lines[i], &actions[i]); err != nil {
+					return corrupt(offs[i], err.Error())
+				}
+				if a := actions[i].Action; a != ActionAdd && a != ActionRemove {
+					return corrupt(offs[i], fmt.Sprintf("unknown action %q", a))
+				}
+			}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return err
+	}
+	st.live = make(map[string]stateFile, len(lines))
+	st.tombstones = map[string]stateFile{}
+	for i, a := range actions {
+		if err := st.applyAction(a, lines[i]); err != nil {
+			return err
+		}
+	}
+	st.version, st.versionTime, st.compacted = h.BatchID, h.CommitTime, h.BatchID
+	st.schema, st.partCols = h.Schema, h.PartitionColumns
+	return nil
 }
 
 // purgeLog deletes the log objects a reader no longer needs once compact

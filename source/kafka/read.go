@@ -278,12 +278,19 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			stable = rp.LastStableOffset
 		}
 		idle++
-		if idle >= maxIdleFetches && stable >= 0 && stable < to {
+		switch {
+		case idle >= maxIdleFetches && stable >= 0 && stable < to:
 			if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: to, Available: stable,
 				Reason: "the partition's readable end stays below the batch's end offset"}, to-off); err != nil {
 				return err
 			}
 			off = to
+		case idle >= 4*maxIdleFetches:
+			return fmt.Errorf("fetch offset %d: no progress after %d fetches (readable end %d)", off, idle, stable)
+		default:
+			if err := sleep(ctx, time.Duration(idle)*5*time.Millisecond); err != nil {
+				return err
+			}
 		}
 	}
 	if len(dead) > 0 {

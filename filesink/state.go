@@ -2,10 +2,10 @@ package filesink
 
 import (
 	"bytes"
-	"encoding/json"
-	"runtime"
 	"context"
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"

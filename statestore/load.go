@@ -3,12 +3,14 @@ package statestore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -123,7 +125,7 @@ func (s *Store) overlay(deltas []*decodedFile) []change {
 // (ascending key order) together and returns the resulting rows, in
 // ascending key order.
 func (s *Store) merge(ctx context.Context, snap []arrow.RecordBatch, snapName string, changes []change) ([]arrow.RecordBatch, error) {
-	e := &emitter{schema: s.rowSchema, mem: s.mem}
+	e := newEmitter(ctx, s.rowSchema, s.mem)
 	j := 0
 	var cur, prev []byte
 	first := true
@@ -166,74 +168,87 @@ func (s *Store) merge(ctx context.Context, snap []arrow.RecordBatch, snapName st
 }
 
 // emitter gathers output rows, given one at a time as (record, row), into
-// as few records as it can: runs of consecutive rows become slices.
+// as few records as it can: a long run of consecutive rows of one record
+// becomes a zero-copy slice of it; shorter runs are gathered (Arrow take)
+// into records of up to chunkRows rows.
 type emitter struct {
+	ctx         context.Context // carries the allocator for compute
 	schema      *arrow.Schema
 	mem         memory.Allocator
 	out         []arrow.RecordBatch
-	pending     []arrow.RecordBatch
+	pending     []run
 	pendingRows int
 	err         error
 
-	cur      arrow.RecordBatch // current run: cur's rows [start, start+n)
+	cur run // the run being extended
+}
+
+// run is rows [start, start+n) of rec.
+type run struct {
+	rec      arrow.RecordBatch
 	start, n int
 }
 
+func newEmitter(ctx context.Context, schema *arrow.Schema, mem memory.Allocator) *emitter {
+	return &emitter{ctx: compute.WithAllocator(ctx, mem), schema: schema, mem: mem}
+}
+
 func (e *emitter) add(rec arrow.RecordBatch, row int) {
-	if e.n > 0 && rec == e.cur && row == e.start+e.n {
-		e.n++
+	if e.cur.n > 0 && rec == e.cur.rec && row == e.cur.start+e.cur.n {
+		e.cur.n++
 		return
 	}
 	e.flushRun()
-	e.cur, e.start, e.n = rec, row, 1
+	e.cur = run{rec: rec, start: row, n: 1}
 }
 
 func (e *emitter) flushRun() {
-	if e.n == 0 || e.err != nil {
-		e.n = 0
+	r := e.cur
+	e.cur.n = 0
+	if r.n == 0 || e.err != nil {
 		return
 	}
-	var sl arrow.RecordBatch
-	if e.start == 0 && int64(e.n) == e.cur.NumRows() {
-		e.cur.Retain()
-		sl = e.cur
-	} else {
-		sl = e.cur.NewSlice(int64(e.start), int64(e.start+e.n))
-	}
-	if e.n >= directRun {
+	if r.n >= directRun {
 		e.flushPending()
-		e.out = append(e.out, sl)
-	} else {
-		e.pending = append(e.pending, sl)
-		e.pendingRows += e.n
-		if e.pendingRows >= chunkRows {
-			e.flushPending()
-		}
+		e.out = append(e.out, slice(r))
+		return
 	}
-	e.n = 0
+	e.pending = append(e.pending, r)
+	e.pendingRows += r.n
+	if e.pendingRows >= chunkRows {
+		e.flushPending()
+	}
 }
 
+// slice returns run r as a record, sharing r.rec's buffers.
+func slice(r run) arrow.RecordBatch {
+	if r.start == 0 && int64(r.n) == r.rec.NumRows() {
+		r.rec.Retain()
+		return r.rec
+	}
+	return r.rec.NewSlice(int64(r.start), int64(r.start+r.n))
+}
+
+// flushPending turns the pending runs into one record.
 func (e *emitter) flushPending() {
-	defer func() {
-		releaseAll(e.pending)
-		e.pending, e.pendingRows = e.pending[:0], 0
-	}()
+	defer func() { e.pending, e.pendingRows = e.pending[:0], 0 }()
 	switch {
 	case len(e.pending) == 0 || e.err != nil:
 		return
 	case len(e.pending) == 1:
-		e.pending[0].Retain()
-		e.out = append(e.out, e.pending[0])
+		e.out = append(e.out, slice(e.pending[0]))
 		return
 	}
+	g, err := newGather(e.pending, e.pendingRows, e.mem)
+	if err != nil {
+		e.err = err
+		return
+	}
+	defer g.release()
 	cols := make([]arrow.Array, e.schema.NumFields())
-	defer releaseAll2(cols)
-	parts := make([]arrow.Array, len(e.pending))
+	defer releaseArrays(cols)
 	for c := range cols {
-		for p, r := range e.pending {
-			parts[p] = r.Column(c)
-		}
-		a, err := array.Concatenate(parts, e.mem)
+		a, err := g.column(e.ctx, c)
 		if err != nil {
 			e.err = fmt.Errorf("gather rows of column %q: %w", e.schema.Field(c).Name, err)
 			return
@@ -255,11 +270,108 @@ func (e *emitter) finish() ([]arrow.RecordBatch, error) {
 
 func (e *emitter) release() {
 	releaseAll(e.out)
-	releaseAll(e.pending)
 	e.out, e.pending = nil, nil
 }
 
-func releaseAll2(arrs []arrow.Array) {
+// gather picks rows out of a few source records, in a given order. Per
+// column it takes each source's rows (in output order) and, when there is
+// more than one source, concatenates those and takes them again through a
+// permutation: O(rows) work in Arrow kernels, whatever the number of runs.
+type gather struct {
+	runs    []run
+	rows    int
+	sources []arrow.RecordBatch
+	idx     []arrow.Array // per source: its rows, in output order
+	perm    arrow.Array   // output row → row of the concatenated takes; nil for one source
+}
+
+func newGather(runs []run, rows int, mem memory.Allocator) (*gather, error) {
+	g := &gather{runs: runs, rows: rows}
+	var ids []int // source of each run
+	var idx [][]int32
+	for _, r := range runs {
+		s := slices.Index(g.sources, r.rec)
+		if s < 0 {
+			s = len(g.sources)
+			g.sources = append(g.sources, r.rec)
+			idx = append(idx, nil)
+		}
+		ids = append(ids, s)
+		for k := r.start; k < r.start+r.n; k++ {
+			idx[s] = append(idx[s], int32(k))
+		}
+	}
+	b := array.NewInt32Builder(mem)
+	defer b.Release()
+	for _, rows := range idx {
+		b.AppendValues(rows, nil)
+		g.idx = append(g.idx, b.NewArray())
+	}
+	if len(g.sources) > 1 {
+		base := make([]int32, len(idx)) // where each source's rows start in the concatenation
+		for s := 1; s < len(idx); s++ {
+			base[s] = base[s-1] + int32(len(idx[s-1]))
+		}
+		next := make([]int32, len(idx))
+		b.Reserve(rows)
+		for i, r := range runs {
+			s := ids[i]
+			for k := 0; k < r.n; k++ {
+				b.UnsafeAppend(base[s] + next[s])
+				next[s]++
+			}
+		}
+		g.perm = b.NewArray()
+	}
+	return g, nil
+}
+
+// column returns column c of the gathered rows.
+func (g *gather) column(ctx context.Context, c int) (arrow.Array, error) {
+	taken := make([]arrow.Array, len(g.sources))
+	defer releaseArrays(taken)
+	for s, src := range g.sources {
+		a, err := compute.TakeArray(ctx, src.Column(c), g.idx[s])
+		if err != nil {
+			if errors.Is(err, arrow.ErrNotImplemented) {
+				return g.columnBySlices(ctx, c)
+			}
+			return nil, err
+		}
+		taken[s] = a
+	}
+	if g.perm == nil {
+		taken[0].Retain()
+		return taken[0], nil
+	}
+	mem := compute.GetAllocator(ctx)
+	cat, err := array.Concatenate(taken, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Release()
+	return compute.TakeArray(ctx, cat, g.perm)
+}
+
+// columnBySlices gathers column c by concatenating a slice per run: slower,
+// for the types the take kernels do not cover (view types, for example).
+func (g *gather) columnBySlices(ctx context.Context, c int) (arrow.Array, error) {
+	parts := make([]arrow.Array, len(g.runs))
+	defer releaseArrays(parts)
+	for i, r := range g.runs {
+		parts[i] = array.NewSlice(r.rec.Column(c), int64(r.start), int64(r.start+r.n))
+	}
+	return array.Concatenate(parts, compute.GetAllocator(ctx))
+}
+
+func (g *gather) release() {
+	releaseArrays(g.idx)
+	if g.perm != nil {
+		g.perm.Release()
+	}
+}
+
+func releaseArrays(arrs []arrow.Array) {
 	for _, a := range arrs {
 		if a != nil {
 			a.Release()

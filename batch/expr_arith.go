@@ -81,36 +81,86 @@ func arithRun(label string, o op, t arrow.DataType) func(*evalCtx, []value) (val
 }
 
 // arithInt computes the int64 results and returns the first row (valid in
-// valid) that overflows, or -1. Overflow is tracked with a branch-free flag
-// over all rows; only when it is raised are the rows checked one by one
-// (garbage under nulls may raise it falsely).
+// valid) that overflows, or -1. The loops are specialised by operand shape
+// (column or constant) and track overflow in a branch-free flag; only when
+// it is raised are the rows checked one by one (garbage under nulls may
+// raise it falsely).
 func arithInt(mem memory.Allocator, n int, o op, lv, rv num[int64], valid *memory.Buffer) (*memory.Buffer, int) {
-	buf, out := newFixed[int64](mem, n)
-	var flag int64
-	var bad bool
-	switch o {
-	case opAdd:
+	buf, out := newFixedUninit[int64](mem, n)
+	var flag int64 // sign bit set when some row may overflow
+	a, b, x, y := lv.vals, rv.vals, lv.c, rv.c
+	switch {
+	case a == nil && b == nil:
+		s, ok := arithOne(o, x, y)
+		if !ok {
+			flag = -1
+		}
 		for i := range out {
-			a, b := lv.at(i), rv.at(i)
-			s := a + b
-			flag |= (a ^ s) & (b ^ s)
 			out[i] = s
 		}
-	case opSub, opNeg:
-		for i := range out {
-			a, b := lv.at(i), rv.at(i)
-			s := a - b
-			flag |= (a ^ b) & (a ^ s)
+	case o == opAdd && b == nil:
+		for i, x := range a[:n] {
+			s := x + y
+			flag |= (x ^ s) & (y ^ s)
 			out[i] = s
 		}
-	case opMul:
+	case o == opAdd && a == nil:
+		for i, y := range b[:n] {
+			s := x + y
+			flag |= (x ^ s) & (y ^ s)
+			out[i] = s
+		}
+	case o == opAdd:
+		b = b[:n]
+		for i, x := range a[:n] {
+			y := b[i]
+			s := x + y
+			flag |= (x ^ s) & (y ^ s)
+			out[i] = s
+		}
+	case o != opMul && b == nil:
+		for i, x := range a[:n] {
+			s := x - y
+			flag |= (x ^ y) & (x ^ s)
+			out[i] = s
+		}
+	case o != opMul && a == nil:
+		for i, y := range b[:n] {
+			s := x - y
+			flag |= (x ^ y) & (x ^ s)
+			out[i] = s
+		}
+	case o != opMul:
+		b = b[:n]
+		for i, x := range a[:n] {
+			y := b[i]
+			s := x - y
+			flag |= (x ^ y) & (x ^ s)
+			out[i] = s
+		}
+	case (b == nil && y > 0) || (a == nil && x > 0):
+		// Multiplication by a positive constant: a range check.
+		c, col := y, a
+		if a == nil {
+			c, col = x, b
+		}
+		hi, lo := math.MaxInt64/c, math.MinInt64/c
+		for i, v := range col[:n] {
+			if v > hi || v < lo {
+				flag = -1
+			}
+			out[i] = v * c
+		}
+	default:
 		for i := range out {
 			s, ok := mulInt64(lv.at(i), rv.at(i))
-			bad = bad || !ok
+			if !ok {
+				flag = -1
+			}
 			out[i] = s
 		}
 	}
-	if flag >= 0 && !bad {
+	if flag >= 0 {
 		return buf, -1
 	}
 	var vb []byte
@@ -121,23 +171,24 @@ func arithInt(mem memory.Allocator, n int, o op, lv, rv num[int64], valid *memor
 		if vb != nil && !bitutil.BitIsSet(vb, i) {
 			continue
 		}
-		a, b := lv.at(i), rv.at(i)
-		var ok bool
-		switch o {
-		case opAdd:
-			s := a + b
-			ok = (a^s)&(b^s) >= 0
-		case opSub, opNeg:
-			s := a - b
-			ok = (a^b)&(a^s) >= 0
-		case opMul:
-			_, ok = mulInt64(a, b)
-		}
-		if !ok {
+		if _, ok := arithOne(o, lv.at(i), rv.at(i)); !ok {
 			return buf, i
 		}
 	}
 	return buf, -1
+}
+
+// arithOne is one checked operation.
+func arithOne(o op, a, b int64) (int64, bool) {
+	switch o {
+	case opAdd:
+		s := a + b
+		return s, (a^s)&(b^s) >= 0
+	case opMul:
+		return mulInt64(a, b)
+	}
+	s := a - b
+	return s, (a^b)&(a^s) >= 0
 }
 
 // mulInt64 multiplies with an overflow check through the 128-bit product.
@@ -167,7 +218,7 @@ func uabs(a int64) uint64 {
 }
 
 func arithFloat(mem memory.Allocator, n int, o op, lv, rv num[float64]) *memory.Buffer {
-	buf, out := newFixed[float64](mem, n)
+	buf, out := newFixedUninit[float64](mem, n)
 	switch o {
 	case opAdd:
 		for i := range out {

@@ -59,6 +59,17 @@ func newFixed[T arrow.FixedWidthType](mem memory.Allocator, n int) (*memory.Buff
 	return buf, arrow.GetData[T](buf.Bytes())[:n]
 }
 
+// newFixedUninit is newFixed for loops that write every element.
+func newFixedUninit[T arrow.FixedWidthType](mem memory.Allocator, n int) (*memory.Buffer, []T) {
+	var zero T
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(n * int(unsafe.Sizeof(zero)))
+	if n == 0 {
+		return buf, nil
+	}
+	return buf, arrow.GetData[T](buf.Bytes())[:n]
+}
+
 func newBitmap(mem memory.Allocator, n int) *memory.Buffer {
 	return newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
 }

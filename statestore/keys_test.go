@@ -207,3 +207,55 @@ func TestKeyEncodingExample(t *testing.T) {
 		t.Fatalf("encoding of (\"ab\", 1) = %s", got)
 	}
 }
+
+// TestViewTypes stores view-typed keys and values, which the gather path
+// handles without the take kernels.
+func TestViewTypes(t *testing.T) {
+	mem := newMem(t)
+	ctx := context.Background()
+	key := arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.BinaryTypes.StringView}}, nil)
+	value := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.BinaryTypes.BinaryView}}, nil)
+	s, err := Open(ctx, newLocal(t, t.TempDir()), Options{KeySchema: key, ValueSchema: value, SnapshotEvery: 3, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for v := int64(0); v < 5; v++ {
+		b := array.NewRecordBuilder(mem, s.Schema())
+		for i := 0; i < 50; i++ {
+			k := fmt.Sprintf("key-%03d-a-long-enough-string-to-leave-the-view-inline-part", i*5+int(v))
+			val := fmt.Sprintf("value %d of version %d", i, v)
+			if i%7 == 0 {
+				k = fmt.Sprintf("key-%03d", i) // short, inline, and upserted again by every version
+			}
+			b.Field(0).(*array.StringViewBuilder).Append(k)
+			b.Field(1).(*array.BinaryViewBuilder).Append([]byte(val))
+			want[k] = val
+		}
+		rec := b.NewRecordBatch()
+		b.Release()
+		err := s.Commit(ctx, v, rec, nil)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Maintain(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := s.Load(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkKeyOrder(t, recs, 1)
+		got := map[string]string{}
+		for _, r := range recs {
+			for i := 0; i < int(r.NumRows()); i++ {
+				got[r.Column(0).(*array.StringView).Value(i)] = string(r.Column(1).(*array.BinaryView).Value(i))
+			}
+		}
+		releaseAll(recs)
+		if !maps.Equal(got, want) {
+			t.Fatalf("version %d: got %d rows, want %d", v, len(got), len(want))
+		}
+	}
+}

@@ -82,6 +82,9 @@ type CommitEntry struct {
 	// NextWatermarkMs is the watermark computed at the end of this batch,
 	// in force from batch N+1 on.
 	NextWatermarkMs int64 `json:"nextWatermarkMs"`
+	// EventTimeMaxMs is, per source, the newest event time seen up to and
+	// including this batch (0: none yet). The watermark is derived from it.
+	EventTimeMaxMs []int64 `json:"eventTimeMaxMs,omitempty"`
 }
 
 // checkpoint is an open checkpoint directory.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
@@ -31,20 +32,44 @@ type executor struct {
 	post      []op
 	outSchema *arrow.Schema
 	mode      OutputMode
+	wm        *watermarkStep
+	wmIdx     int // index of the event-time column in the records leaving pre; -1 without a watermark
 
 	// per batch
-	out     []arrow.RecordBatch
-	inRows  []int64 // per source
-	outRows int64
+	watermark int64 // in force for this batch, Unix ms; 0 for none
+	curSource int
+	out       []arrow.RecordBatch
+	late      []arrow.RecordBatch
+	inRows    []int64 // per source
+	outRows   int64
+	lateRows  int64
+	batchMax  []int64 // per source: newest event time in this batch (ms), 0 for none
+	ev        eventStats
+}
+
+type eventStats struct {
+	min, max, sum, n int64
 }
 
 type aggOperator struct {
 	step        *aggregateStep
-	keyIdx      []int
+	window      *batch.WindowAssigner
+	inSchema    *arrow.Schema // entering the operator
+	keyIdx      []int         // in the GroupBy's input
 	parts       []*aggPartition
 	keySchema   *arrow.Schema
 	stateSchema *arrow.Schema
 	outSchema   *arrow.Schema
+
+	// eviction by the watermark: the value (ms) of column evictCol — a
+	// key column when evictInKeys, else an output column — is compared with
+	// the watermark by expired.
+	evictCol    int
+	evictInKeys bool
+	expired     func(v, watermark int64) bool
+	// dedup: output columns in the input's order, taken from GroupBy output
+	dedupCols []int
+	dedupN    [2]int // output indexes of the running and this-batch counts
 }
 
 type aggPartition struct {
@@ -52,7 +77,13 @@ type aggPartition struct {
 	store   *statestore.Store
 	pending []arrow.RecordBatch
 	updated int64
+	removed int64
 }
+
+const (
+	dedupCountCol      = "__onceflow_n"
+	dedupBatchCountCol = "__onceflow_batch_n"
+)
 
 // bindStream checks a stream against its sources' schemas and builds the
 // operators. State stores are opened later, by openState, once the
@@ -68,8 +99,9 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 				ErrInvalidQuery, i+1, describe(src), src.Schema(), describe(s.sources[0]), schema)
 		}
 	}
-	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources))}
+	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources)), batchMax: make([]int64, len(s.sources)), wmIdx: -1}
 	cur := &ex.pre
+	var preSchema *arrow.Schema
 	for i, st := range s.steps {
 		switch st.kind {
 		case stepSelect:
@@ -85,51 +117,122 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 				return nil, fmt.Errorf("%w: step %d: %w", ErrInvalidQuery, i+1, err)
 			}
 			*cur = append(*cur, f)
-		case stepAggregate:
+		case stepWatermark:
 			if ex.agg != nil {
-				return nil, fmt.Errorf("%w: step %d: a second aggregation after %q is not supported", ErrInvalidQuery, i+1, ex.agg.step.id)
+				return nil, fmt.Errorf("%w: step %d: a watermark must come before the stateful step %q", ErrInvalidQuery, i+1, ex.agg.step.id)
 			}
-			a, err := newAggOperator(cfg, schema, st.agg)
+			if ex.wm != nil {
+				return nil, fmt.Errorf("%w: step %d: a second watermark (on %q after %q)", ErrInvalidQuery, i+1, st.wm.col, ex.wm.col)
+			}
+			if err := checkTimestampCol(schema, st.wm.col); err != nil {
+				return nil, fmt.Errorf("%w: step %d: watermark: %w", ErrInvalidQuery, i+1, err)
+			}
+			if st.wm.delay < 0 {
+				return nil, fmt.Errorf("%w: step %d: watermark delay %s is negative", ErrInvalidQuery, i+1, st.wm.delay)
+			}
+			ex.wm = st.wm
+		case stepAggregate, stepDedup:
+			if ex.agg != nil {
+				return nil, fmt.Errorf("%w: step %d: a second stateful step after %q is not supported", ErrInvalidQuery, i+1, ex.agg.step.id)
+			}
+			a, err := newAggOperator(cfg, schema, st.agg, ex.wm)
 			if err != nil {
 				return nil, fmt.Errorf("%w: step %d (%s): %w", ErrInvalidQuery, i+1, st.agg.id, err)
 			}
 			ex.agg = a
+			preSchema = schema
 			schema = a.outSchema
 			cur = &ex.post
 		}
+	}
+	if preSchema == nil {
+		preSchema = schema
+	}
+	if ex.wm != nil {
+		idx := preSchema.FieldIndices(ex.wm.col)
+		if len(idx) != 1 {
+			return nil, fmt.Errorf("%w: the watermark column %q does not reach the stateful step (schema %s)", ErrInvalidQuery, ex.wm.col, preSchema)
+		}
+		ex.wmIdx = idx[0]
 	}
 	ex.outSchema = schema
 	mode := cfg.mode
 	if mode == 0 {
 		mode = Append
-		if ex.agg != nil {
+		if ex.agg != nil && ex.agg.step.dedup == notDedup {
 			mode = Update
 		}
 	}
+	isAgg := ex.agg != nil && ex.agg.step.dedup == notDedup
 	switch {
-	case ex.agg != nil && mode == Append:
-		return nil, fmt.Errorf("%w: append output mode with an aggregation needs event-time windows and a watermark; use update or complete", ErrInvalidQuery)
-	case ex.agg == nil && mode == Complete:
-		return nil, fmt.Errorf("%w: complete output mode needs an aggregation (a stateless query's result is every row ever seen)", ErrInvalidQuery)
-	case ex.agg == nil && mode == Update:
-		mode = Append // the same thing for a stateless query, as in Spark
+	case isAgg && mode == Append && (ex.agg.step.window == nil || ex.wm == nil):
+		return nil, fmt.Errorf("%w: append output mode with an aggregation needs an event-time window (GroupByWindow) and a watermark (WithWatermark); use update or complete", ErrInvalidQuery)
+	case !isAgg && mode == Complete:
+		return nil, fmt.Errorf("%w: complete output mode needs an aggregation (a query without one would output every row ever seen)", ErrInvalidQuery)
+	case !isAgg && mode == Update:
+		mode = Append // the same thing without an aggregation, as in Spark
 	}
 	ex.mode = mode
 	return ex, nil
 }
 
-func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep) (*aggOperator, error) {
-	a := &aggOperator{step: st}
-	for _, k := range st.keys {
-		idx := in.FieldIndices(k)
+func checkTimestampCol(s *arrow.Schema, col string) error {
+	idx := s.FieldIndices(col)
+	if len(idx) != 1 {
+		return fmt.Errorf("column %q is not in %s", col, s)
+	}
+	if _, ok := s.Field(idx[0]).Type.(*arrow.TimestampType); !ok {
+		return fmt.Errorf("column %q is %s, not a timestamp", col, s.Field(idx[0]).Type)
+	}
+	return nil
+}
+
+func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
+	a := &aggOperator{step: st, inSchema: in, evictCol: -1}
+	gbIn := in
+	keys := st.keys
+	aggs := st.aggs
+	if st.window != nil {
+		w, err := batch.NewWindowAssigner(cfg.mem, in, st.window.col, st.window.size, st.window.slide)
+		if err != nil {
+			return nil, err
+		}
+		a.window = w
+		gbIn = w.Schema()
+		keys = append([]string{batch.WindowStart, batch.WindowEnd}, keys...)
+		if wm != nil {
+			a.evictCol, a.evictInKeys = 1, true
+			a.expired = func(end, w int64) bool { return end <= w }
+		}
+	}
+	if st.dedup != notDedup {
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("deduplication needs at least one key column")
+		}
+		if st.dedup == dedupWithinWatermark && wm == nil {
+			return nil, fmt.Errorf("DropDuplicatesWithinWatermark needs a watermark (WithWatermark before it)")
+		}
+		isKey := map[string]bool{}
+		for _, k := range keys {
+			isKey[k] = true
+		}
+		aggs = []batch.Agg{batch.Count("*").Named(dedupCountCol), batch.Count("*").ThisBatch().Named(dedupBatchCountCol)}
+		for _, f := range in.Fields() {
+			if !isKey[f.Name] {
+				aggs = append(aggs, batch.First(f.Name).Named(f.Name))
+			}
+		}
+	}
+	for _, k := range keys {
+		idx := gbIn.FieldIndices(k)
 		if len(idx) != 1 {
-			return nil, fmt.Errorf("group-by key %q is not a column of %s", k, in)
+			return nil, fmt.Errorf("key %q is not a column of %s", k, gbIn)
 		}
 		a.keyIdx = append(a.keyIdx, idx[0])
 	}
 	a.parts = make([]*aggPartition, cfg.partitions)
 	for p := range a.parts {
-		gb, err := batch.NewGroupBy(cfg.mem, in, st.keys, st.aggs)
+		gb, err := batch.NewGroupBy(cfg.mem, gbIn, keys, aggs)
 		if err != nil {
 			a.release()
 			return nil, err
@@ -138,6 +241,35 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep) (*aggOpera
 	}
 	g := a.parts[0].gb
 	a.keySchema, a.stateSchema, a.outSchema = g.KeySchema(), g.StateSchema(), g.OutputSchema()
+	if st.dedup != notDedup {
+		out := g.OutputSchema()
+		for _, f := range in.Fields() {
+			idx := out.FieldIndices(f.Name)
+			if len(idx) != 1 || !arrow.TypeEqual(out.Field(idx[0]).Type, f.Type) {
+				a.release()
+				return nil, fmt.Errorf("column %q of type %s cannot be carried through deduplication", f.Name, f.Type)
+			}
+			a.dedupCols = append(a.dedupCols, idx[0])
+		}
+		a.dedupN = [2]int{out.FieldIndices(dedupCountCol)[0], out.FieldIndices(dedupBatchCountCol)[0]}
+		a.outSchema = in
+		if wm != nil {
+			delay := wm.delay.Milliseconds()
+			switch {
+			case st.dedup == dedupAll:
+				for i, k := range keys {
+					if k == wm.col {
+						a.evictCol, a.evictInKeys = i, true
+						a.expired = func(t, w int64) bool { return t < w }
+					}
+				}
+			default: // within the watermark: expires when first time + delay < watermark
+				idx := out.FieldIndices(wm.col)
+				a.evictCol, a.evictInKeys = idx[0], false
+				a.expired = func(t, w int64) bool { return t+delay < w }
+			}
+		}
+	}
 	return a, nil
 }
 
@@ -156,9 +288,25 @@ func (a *aggOperator) release() {
 	}
 }
 
-func (a *aggOperator) conf() OperatorConf {
-	return OperatorConf{ID: a.step.id, Kind: "groupby", Keys: a.step.keys, KeySchema: a.keySchema.String(), StateSchema: a.stateSchema.String()}
+func (a *aggOperator) kind() string {
+	switch a.step.dedup {
+	case dedupAll:
+		return "dropDuplicates"
+	case dedupWithinWatermark:
+		return "dropDuplicatesWithinWatermark"
+	}
+	if a.window != nil {
+		return "windowAggregate"
+	}
+	return "groupBy"
 }
+
+func (a *aggOperator) conf() OperatorConf {
+	return OperatorConf{ID: a.step.id, Kind: a.kind(), Keys: a.step.keys, KeySchema: a.keySchema.String(), StateSchema: a.stateSchema.String()}
+}
+
+// evicts reports whether the operator drops state by the watermark.
+func (a *aggOperator) evicts() bool { return a.expired != nil }
 
 // openState opens every partition's state store and loads version
 // committed (-1: empty).
@@ -202,7 +350,7 @@ func (a *aggOperator) openState(ctx context.Context, cfg *config, committed int6
 }
 
 // consume takes one source record through the stateless steps and into the
-// aggregation's partitions or the output.
+// stateful operator's partitions or the output.
 func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 	rec.Retain()
 	cur := rec
@@ -214,12 +362,48 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 		}
 		cur = next
 	}
-	defer cur.Release()
+	defer func() { cur.Release() }()
 	if cur.NumRows() == 0 {
 		return nil
 	}
+	if ex.wmIdx >= 0 {
+		var err error
+		if cur, err = ex.eventTime(ctx, cur); err != nil {
+			return err
+		}
+		if cur.NumRows() == 0 {
+			return nil
+		}
+	}
 	if ex.agg == nil {
 		return ex.emit(ctx, cur)
+	}
+	if w := ex.agg.window; w != nil {
+		next, err := w.Apply(ctx, cur)
+		if err != nil {
+			return err
+		}
+		cur.Release()
+		cur = next
+		if ex.wm != nil && ex.watermark > 0 {
+			// A row of a sliding window can fall in windows the watermark
+			// has closed (and emitted) as well as open ones: keep only the
+			// open ones, or a closed window would be emitted twice.
+			ends, _, err := batch.EventTimesMillis(cur, int(cur.NumCols()-1))
+			if err != nil {
+				return err
+			}
+			keep := make([]bool, len(ends))
+			for i, e := range ends {
+				keep[i] = e > ex.watermark
+			}
+			next, err := batch.FilterRows(ctx, ex.mem, cur, keep)
+			if err != nil {
+				return err
+			}
+			cur.Release()
+			cur = next
+		}
 	}
 	parts, err := batch.Partition(ex.mem, cur, ex.agg.keyIdx, len(ex.agg.parts))
 	if err != nil {
@@ -236,6 +420,58 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 		ex.agg.parts[p].pending = append(ex.agg.parts[p].pending, r)
 	}
 	return nil
+}
+
+// eventTime records the batch's event-time figures and, before a stateful
+// step, takes out the rows older than the watermark in force. It returns
+// the record to go on with (cur itself, or a filtered copy after releasing
+// cur).
+func (ex *executor) eventTime(ctx context.Context, cur arrow.RecordBatch) (arrow.RecordBatch, error) {
+	ms, valid, err := batch.EventTimesMillis(cur, ex.wmIdx)
+	if err != nil {
+		return cur, err
+	}
+	late := 0
+	for i, t := range ms {
+		if !valid[i] {
+			continue
+		}
+		if ex.ev.n == 0 || t < ex.ev.min {
+			ex.ev.min = t
+		}
+		if ex.ev.n == 0 || t > ex.ev.max {
+			ex.ev.max = t
+		}
+		ex.ev.sum += t
+		ex.ev.n++
+		if t > ex.batchMax[ex.curSource] {
+			ex.batchMax[ex.curSource] = t
+		}
+		if t < ex.watermark {
+			late++
+		}
+	}
+	if late == 0 || ex.agg == nil {
+		return cur, nil
+	}
+	keep := make([]bool, len(ms))
+	drop := make([]bool, len(ms))
+	for i, t := range ms {
+		keep[i] = !valid[i] || t >= ex.watermark
+		drop[i] = !keep[i]
+	}
+	ex.lateRows += int64(late)
+	lateRec, err := batch.FilterRows(ctx, ex.mem, cur, drop)
+	if err != nil {
+		return cur, err
+	}
+	ex.late = append(ex.late, lateRec)
+	next, err := batch.FilterRows(ctx, ex.mem, cur, keep)
+	if err != nil {
+		return cur, err
+	}
+	cur.Release()
+	return next, nil
 }
 
 // emit takes a record after the stateful step through the remaining steps
@@ -265,8 +501,8 @@ func (ex *executor) emit(ctx context.Context, rec arrow.RecordBatch) error {
 }
 
 // finishState merges the buffered rows into each partition's state (in
-// parallel), writes state version batchID, and emits the output rows in
-// partition order.
+// parallel), evicts what the watermark passed, writes state version
+// batchID, and emits the output rows in partition order.
 func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime time.Duration, err error) {
 	if ex.agg == nil {
 		return 0, nil
@@ -285,25 +521,11 @@ func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime 
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for p, part := range a.parts {
 		g.Go(func() error {
-			defer func() {
-				for _, r := range part.pending {
-					r.Release()
-				}
-				part.pending = part.pending[:0]
-			}()
-			for _, r := range part.pending {
-				if err := part.gb.Merge(r); err != nil {
-					return fmt.Errorf("operator %s partition %d: %w", a.step.id, p, err)
-				}
+			out, err := ex.finishPartition(gctx, batchID, part)
+			if err != nil {
+				return fmt.Errorf("operator %s partition %d: %w", a.step.id, p, err)
 			}
-			changes := part.gb.Changes()
-			defer changes.Release()
-			part.updated = changes.NumRows()
-			if err := part.store.Commit(gctx, batchID, changes, nil); err != nil {
-				return fmt.Errorf("operator %s partition %d: commit state version %d: %w", a.step.id, p, batchID, err)
-			}
-			outs[p] = part.gb.Output(ex.mode == Update)
-			part.gb.ClearChanges()
+			outs[p] = out
 			return nil
 		})
 	}
@@ -322,15 +544,162 @@ func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime 
 	return commitTime, nil
 }
 
-// reset releases the batch's output.
+func (ex *executor) finishPartition(ctx context.Context, batchID int64, part *aggPartition) (arrow.RecordBatch, error) {
+	a := ex.agg
+	defer func() {
+		for _, r := range part.pending {
+			r.Release()
+		}
+		part.pending = part.pending[:0]
+	}()
+	for _, r := range part.pending {
+		if err := part.gb.Merge(r); err != nil {
+			return nil, err
+		}
+	}
+	evict := a.evicts() && ex.watermark > 0 && ex.mode != Complete
+	var out arrow.RecordBatch
+	var err error
+	switch {
+	case a.step.dedup != notDedup:
+		out, err = ex.dedupOutput(ctx, part)
+	case ex.mode == Append:
+		// Emit the windows the watermark closed, once: they are evicted
+		// below in the same state version.
+		all := part.gb.Output(false)
+		out, err = ex.filterExpired(ctx, all, a.evictCol, true)
+		all.Release()
+	default:
+		out = part.gb.Output(ex.mode == Update)
+	}
+	if err != nil {
+		return nil, err
+	}
+	changes := part.gb.Changes()
+	defer changes.Release()
+	part.updated = changes.NumRows()
+	var removed arrow.RecordBatch
+	part.removed = 0
+	if evict {
+		if removed, err = ex.evict(part); err != nil {
+			out.Release()
+			return nil, err
+		}
+		defer removed.Release()
+		part.removed = removed.NumRows()
+	}
+	if err := part.store.Commit(ctx, batchID, changes, removed); err != nil {
+		out.Release()
+		return nil, fmt.Errorf("commit state version %d: %w", batchID, err)
+	}
+	part.gb.ClearChanges()
+	return out, nil
+}
+
+// filterExpired keeps the rows of rec whose column col holds a time the
+// watermark has expired (want=true) or not (want=false).
+func (ex *executor) filterExpired(ctx context.Context, rec arrow.RecordBatch, col int, want bool) (arrow.RecordBatch, error) {
+	ms, _, err := batch.EventTimesMillis(rec, col)
+	if err != nil {
+		return nil, err
+	}
+	keep := make([]bool, len(ms))
+	for i, t := range ms {
+		keep[i] = ex.watermark > 0 && ex.agg.expired(t, ex.watermark) == want
+	}
+	return batch.FilterRows(ctx, ex.mem, rec, keep)
+}
+
+// evict removes the groups the watermark expired and returns their keys.
+func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
+	a := ex.agg
+	if a.evictInKeys {
+		var ferr error
+		removed, err := part.gb.Remove(func(keys []arrow.Array, out []bool) {
+			ts, ok := keys[a.evictCol].(*array.Timestamp)
+			if !ok {
+				ferr = fmt.Errorf("eviction column %d is %s", a.evictCol, keys[a.evictCol].DataType())
+				return
+			}
+			unit := ts.DataType().(*arrow.TimestampType).Unit
+			for i, v := range ts.TimestampValues() {
+				out[i] = !a.expired(toMillis(int64(v), unit), ex.watermark)
+			}
+		})
+		if ferr != nil {
+			if removed != nil {
+				removed.Release()
+			}
+			return nil, ferr
+		}
+		return removed, err
+	}
+	all := part.gb.Output(false)
+	ms, _, err := batch.EventTimesMillis(all, a.evictCol)
+	all.Release()
+	if err != nil {
+		return nil, err
+	}
+	return part.gb.Remove(func(_ []arrow.Array, out []bool) {
+		for i, t := range ms {
+			out[i] = !a.expired(t, ex.watermark)
+		}
+	})
+}
+
+func toMillis(v int64, unit arrow.TimeUnit) int64 {
+	switch unit {
+	case arrow.Second:
+		return v * 1000
+	case arrow.Millisecond:
+		return v
+	}
+	per := int64(time.Millisecond) / int64(unit.Multiplier())
+	q := v / per
+	if v%per != 0 && v < 0 {
+		q--
+	}
+	return q
+}
+
+// dedupOutput returns the rows of keys first seen in this batch, as the
+// operator's input rows (the first row of each key).
+func (ex *executor) dedupOutput(ctx context.Context, part *aggPartition) (arrow.RecordBatch, error) {
+	a := ex.agg
+	o := part.gb.Output(true)
+	defer o.Release()
+	total := o.Column(a.dedupN[0]).(*array.Int64)
+	inBatch := o.Column(a.dedupN[1]).(*array.Int64)
+	keep := make([]bool, o.NumRows())
+	for i := range keep {
+		keep[i] = total.Value(i) == inBatch.Value(i)
+	}
+	f, err := batch.FilterRows(ctx, ex.mem, o, keep)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release()
+	cols := make([]arrow.Array, len(a.dedupCols))
+	for i, c := range a.dedupCols {
+		cols[i] = f.Column(c)
+	}
+	return array.NewRecordBatch(a.inSchema, cols, f.NumRows()), nil
+}
+
+// reset releases the batch's output and clears the batch's figures.
 func (ex *executor) reset() {
 	for _, r := range ex.out {
 		r.Release()
 	}
-	ex.out = ex.out[:0]
-	ex.outRows = 0
+	for _, r := range ex.late {
+		r.Release()
+	}
+	ex.out, ex.late = ex.out[:0], ex.late[:0]
+	ex.outRows, ex.lateRows = 0, 0
+	ex.ev = eventStats{}
 	for i := range ex.inRows {
 		ex.inRows[i] = 0
+		ex.batchMax[i] = 0
 	}
 	if ex.agg != nil {
 		for _, p := range ex.agg.parts {

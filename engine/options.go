@@ -67,7 +67,22 @@ type config struct {
 	clock              clock
 	mem                memory.Allocator
 	allowAtLeastOnce   bool
+	lateRows           Sink
+	watermarkPolicy    WatermarkPolicy
 }
+
+// WatermarkPolicy says how the watermarks of several sources combine.
+type WatermarkPolicy int
+
+const (
+	// MinWatermark (the default) follows the slowest source: no row of any
+	// source is dropped as late while another source lags. A source that
+	// has produced no event yet holds the watermark back.
+	MinWatermark WatermarkPolicy = iota
+	// MaxWatermark follows the fastest source: state is evicted sooner, at
+	// the price of dropping rows of slower sources as late.
+	MaxWatermark
+)
 
 const (
 	// DefaultStatePartitions is the number of state partitions a query
@@ -141,6 +156,15 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.clock =
 
 // WithAllocator sets the Arrow allocator. Default memory.DefaultAllocator.
 func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.mem = mem } }
+
+// WithLateRows sends the rows a stateful step drops as older than the
+// watermark to sink, under the batch id, instead of only counting them.
+// The sink must be idempotent in the batch id like any other.
+func WithLateRows(sink Sink) Option { return func(c *config) { c.lateRows = sink } }
+
+// WithWatermarkPolicy sets how the watermarks of several sources combine.
+// Default MinWatermark.
+func WithWatermarkPolicy(p WatermarkPolicy) Option { return func(c *config) { c.watermarkPolicy = p } }
 
 // WithAtLeastOnce allows sinks that report the at-least-once guarantee.
 // Without it the query refuses to start with such a sink, so nobody runs

@@ -108,7 +108,8 @@ type run struct {
 
 	committed int64 // newest committed batch, -1 for none
 	lastPlan  *OffsetsEntry
-	watermark int64
+	watermark int64   // in force for the next batch (ms, 0 none)
+	eventMax  []int64 // per source, newest event time committed (ms)
 }
 
 // Run runs the query until its trigger says to stop (Once, AvailableNow),
@@ -177,9 +178,11 @@ func (r *run) main(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: read commit log: %w", err)
 	}
+	r.eventMax = make([]int64, len(r.srcs))
 	if haveCommit {
 		r.committed = lastCommitID
 		r.watermark = lastCommit.NextWatermarkMs
+		copy(r.eventMax, lastCommit.EventTimeMaxMs)
 	}
 	if havePlan {
 		if err := checkRestart(lastPlan.Conf, r.conf); err != nil {
@@ -337,6 +340,11 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 		Conf:        r.conf,
 	}
 	anyNew := false
+	// A watermark that moved since the last batch is work even without
+	// data: closed windows are emitted and their state evicted.
+	if a := r.ex.agg; a != nil && a.evicts() && r.lastPlan != nil && r.watermark > r.lastPlan.WatermarkMs {
+		anyNew = true
+	}
 	for i, src := range r.srcs {
 		var startOff json.RawMessage
 		if r.lastPlan != nil && i < len(r.lastPlan.Sources) {
@@ -396,7 +404,9 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	// Read.
 	t := time.Now()
 	first := true
+	ex.watermark = plan.WatermarkMs
 	for i, so := range plan.Sources {
+		ex.curSource = i
 		if i >= len(r.srcs) {
 			return fmt.Errorf("%w: offsets/%d names source %d (%s), which the query no longer has", ErrIncompatibleRestart, id, i, so.Description)
 		}
@@ -427,8 +437,13 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 		fault.Point(FaultAfterState)
 	}
 
-	// Sinks.
+	// Sinks: the late rows first, then the output.
 	t = time.Now()
+	if cfg.lateRows != nil && len(ex.late) > 0 {
+		if err := cfg.lateRows.AddBatch(ctx, id, ex.late[0].Schema(), ex.late); err != nil {
+			return fmt.Errorf("engine: batch %d: late-rows sink %s: %w", id, describe(cfg.lateRows), err)
+		}
+	}
 	for _, s := range cfg.sinks {
 		if err := s.AddBatch(ctx, id, ex.outSchema, ex.out); err != nil {
 			return fmt.Errorf("engine: batch %d: sink %s: %w", id, describe(s), err)
@@ -437,9 +452,10 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	durs[PhaseAddBatch] = time.Since(t).Milliseconds()
 	fault.Point(FaultAfterSink)
 
-	// Commit.
+	// Commit, with the watermark for the next batch.
 	t = time.Now()
-	if err := r.cp.commits.Add(ctx, id, CommitEntry{BatchID: id, RunID: r.runID, NextWatermarkMs: r.watermark}); err != nil {
+	eventMax, nextWM := r.nextWatermark(plan)
+	if err := r.cp.commits.Add(ctx, id, CommitEntry{BatchID: id, RunID: r.runID, NextWatermarkMs: nextWM, EventTimeMaxMs: eventMax}); err != nil {
 		if errors.Is(err, offsetlog.ErrConflict) {
 			return fmt.Errorf("%w: commits/%d was written by another driver", ErrConcurrentDriver, id)
 		}
@@ -448,6 +464,8 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	durs[PhaseCommitOffsets] = time.Since(t).Milliseconds()
 	r.committed = id
 	r.lastPlan = plan
+	r.watermark = nextWM
+	r.eventMax = eventMax
 	fault.Point(FaultAfterCommit)
 
 	for i, so := range plan.Sources {
@@ -466,6 +484,38 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	durs[PhaseTriggerExecution] = total.Milliseconds()
 	r.report(ctx, id, plan, recovered, durs, total)
 	return nil
+}
+
+// nextWatermark derives the watermark of the batch after plan from the
+// event times seen up to plan's batch: per source, the newest event time
+// minus the delay; combined by the policy; never moving back.
+func (r *run) nextWatermark(plan *OffsetsEntry) ([]int64, int64) {
+	ex := r.ex
+	eventMax := make([]int64, len(r.srcs))
+	copy(eventMax, r.eventMax)
+	if ex.wm == nil {
+		return nil, 0
+	}
+	for i := range eventMax {
+		eventMax[i] = max(eventMax[i], ex.batchMax[i])
+	}
+	delay := ex.wm.delay.Milliseconds()
+	global := int64(0)
+	for i, m := range eventMax {
+		w := int64(0)
+		if m > 0 {
+			w = max(m-delay, 1)
+		}
+		switch {
+		case i == 0:
+			global = w
+		case r.cfg.watermarkPolicy == MaxWatermark:
+			global = max(global, w)
+		default:
+			global = min(global, w)
+		}
+	}
+	return eventMax, max(plan.WatermarkMs, global)
 }
 
 // purge deletes logs and state older than the retention.
@@ -558,13 +608,22 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 		p.Sinks = append(p.Sinks, SinkProgress{Description: describe(s), NumOutputRows: ex.outRows, Guarantee: guarantee(s)})
 	}
 	if a := ex.agg; a != nil {
-		op := StateOperatorProgress{OperatorID: a.step.id, OperatorName: "groupBy", NumPartitions: len(a.parts), CommitTimeMs: durs[PhaseStateCommit]}
+		op := StateOperatorProgress{OperatorID: a.step.id, OperatorName: a.kind(), NumPartitions: len(a.parts), CommitTimeMs: durs[PhaseStateCommit], NumRowsDroppedByWatermark: ex.lateRows}
 		for _, part := range a.parts {
 			op.NumRowsTotal += int64(part.gb.Len())
 			op.NumRowsUpdated += part.updated
+			op.NumRowsRemoved += part.removed
 			op.MemoryUsedBytes += part.gb.MemoryBytes()
 		}
 		p.StateOperators = append(p.StateOperators, op)
+	}
+	if ex.wm != nil {
+		p.EventTime = map[string]string{"watermark": fmtMillis(plan.WatermarkMs)}
+		if ex.ev.n > 0 {
+			p.EventTime["min"] = fmtMillis(ex.ev.min)
+			p.EventTime["max"] = fmtMillis(ex.ev.max)
+			p.EventTime["avg"] = fmtMillis(ex.ev.sum / ex.ev.n)
+		}
 	}
 	// The progress log is for people: a failure to write it must not
 	// fail a committed batch, but it is logged.
@@ -578,6 +637,10 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 	for _, fn := range r.cfg.listeners {
 		fn(p)
 	}
+}
+
+func fmtMillis(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 func mustEncode(v any) []byte {

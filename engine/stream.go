@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/onceflow/onceflow/batch"
 )
@@ -22,6 +23,8 @@ const (
 	stepSelect stepKind = iota
 	stepWhere
 	stepAggregate
+	stepWatermark
+	stepDedup
 )
 
 type step struct {
@@ -29,12 +32,53 @@ type step struct {
 	cols []batch.Named
 	pred batch.Expr
 	agg  *aggregateStep
+	wm   *watermarkStep
 }
 
 type aggregateStep struct {
-	id   string
-	keys []string
-	aggs []batch.Agg
+	id     string
+	keys   []string
+	aggs   []batch.Agg
+	window *Window
+	dedup  dedupKind
+}
+
+type dedupKind int
+
+const (
+	notDedup dedupKind = iota
+	dedupAll
+	dedupWithinWatermark
+)
+
+type watermarkStep struct {
+	col   string
+	delay time.Duration
+}
+
+// Window is an event-time window used as a grouping key (GroupByWindow).
+type Window struct {
+	col         string
+	size, slide time.Duration
+}
+
+// TumblingWindow groups rows by fixed, non-overlapping windows of size over
+// the timestamp column col, aligned to the Unix epoch.
+func TumblingWindow(col string, size time.Duration) Window {
+	return Window{col: col, size: size, slide: size}
+}
+
+// SlidingWindow groups rows by windows of size starting every slide; a row
+// belongs to every window that covers it.
+func SlidingWindow(col string, size, slide time.Duration) Window {
+	return Window{col: col, size: size, slide: slide}
+}
+
+func (w Window) String() string {
+	if w.slide == w.size {
+		return fmt.Sprintf("tumbling(%s, %s)", w.col, w.size)
+	}
+	return fmt.Sprintf("sliding(%s, %s, %s)", w.col, w.size, w.slide)
 }
 
 // ReadStream starts a stream from sources. Several sources are unioned and
@@ -60,6 +104,57 @@ func (s *Stream) Where(pred batch.Expr) *Stream {
 	return s.with(step{kind: stepWhere, pred: pred})
 }
 
+// WithWatermark declares col (a timestamp column) as the event time and
+// delay as how late a row may arrive. At the end of each batch the
+// watermark becomes max(event time seen so far) − delay; it is recorded in
+// the next batch's write-ahead entry, so a re-run uses the same one.
+// Stateful steps after it drop rows older than the watermark (counted in
+// progress as numRowsDroppedByWatermark, or sent to WithLateRows) and evict
+// state the watermark has passed.
+func (s *Stream) WithWatermark(col string, delay time.Duration) *Stream {
+	return s.with(step{kind: stepWatermark, wm: &watermarkStep{col: col, delay: delay}})
+}
+
+// GroupByWindow starts a stateful aggregation keyed by an event-time
+// window and the named columns. The output has window_start and
+// window_end columns before the keys. With a watermark, append mode emits
+// each window once, when the watermark passes its end, and state of closed
+// windows is evicted in every mode but complete.
+func (s *Stream) GroupByWindow(w Window, keys ...string) *Grouped {
+	return &Grouped{stream: s, keys: append([]string(nil), keys...), window: &w}
+}
+
+// DropDuplicates keeps the first row of each distinct combination of the
+// key columns, across batches. With a watermark whose column is among the
+// keys, state older than the watermark is evicted (a duplicate that
+// arrives later than that is dropped as late); otherwise the state keeps
+// every key forever.
+func (s *Stream) DropDuplicates(keys ...string) *Stream {
+	return s.with(step{kind: stepDedup, agg: &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: dedupAll}})
+}
+
+// DropDuplicatesWithinWatermark keeps the first row of each key and drops
+// repeats that arrive while the first one's event time plus the watermark
+// delay is above the watermark (Spark 3.5 semantics): the tool for turning
+// an at-least-once upstream into exactly-once input by event id. It needs
+// a watermark.
+func (s *Stream) DropDuplicatesWithinWatermark(keys ...string) *Stream {
+	return s.with(step{kind: stepDedup, agg: &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: dedupWithinWatermark}})
+}
+
+// DedupID names the deduplication operator of the last step explicitly
+// (default "dedup-<keys>").
+func (s *Stream) DedupID(id string) *Stream {
+	if len(s.steps) == 0 || s.steps[len(s.steps)-1].kind != stepDedup {
+		return s
+	}
+	n := &Stream{sources: s.sources, steps: append([]step(nil), s.steps...)}
+	last := *n.steps[len(n.steps)-1].agg
+	last.id = id
+	n.steps[len(n.steps)-1].agg = &last
+	return n
+}
+
 // GroupBy starts a stateful aggregation keyed by the named columns.
 func (s *Stream) GroupBy(keys ...string) *Grouped {
 	return &Grouped{stream: s, keys: append([]string(nil), keys...)}
@@ -70,6 +165,7 @@ type Grouped struct {
 	stream *Stream
 	keys   []string
 	id     string
+	window *Window
 }
 
 // ID names the stateful operator explicitly (like Flink's uid). The id
@@ -88,8 +184,11 @@ func (g *Grouped) Agg(aggs ...batch.Agg) *Stream {
 	id := g.id
 	if id == "" {
 		id = "groupby-" + strings.Join(g.keys, "-")
+		if g.window != nil {
+			id = "window-" + strings.Join(append([]string{g.window.col}, g.keys...), "-")
+		}
 	}
-	return g.stream.with(step{kind: stepAggregate, agg: &aggregateStep{id: id, keys: g.keys, aggs: append([]batch.Agg(nil), aggs...)}})
+	return g.stream.with(step{kind: stepAggregate, agg: &aggregateStep{id: id, keys: g.keys, aggs: append([]batch.Agg(nil), aggs...), window: g.window}})
 }
 
 func (s *Stream) describe() string {
@@ -108,7 +207,15 @@ func (s *Stream) describe() string {
 		case stepWhere:
 			fmt.Fprintf(&b, "where(%s)", st.pred)
 		case stepAggregate:
-			fmt.Fprintf(&b, "groupBy[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
+			if st.agg.window != nil {
+				fmt.Fprintf(&b, "groupBy[%s](%s, %s)", st.agg.id, st.agg.window, strings.Join(st.agg.keys, ", "))
+			} else {
+				fmt.Fprintf(&b, "groupBy[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
+			}
+		case stepWatermark:
+			fmt.Fprintf(&b, "watermark(%s, %s)", st.wm.col, st.wm.delay)
+		case stepDedup:
+			fmt.Fprintf(&b, "dropDuplicates[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
 		}
 	}
 	return b.String()

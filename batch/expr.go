@@ -115,15 +115,81 @@ const (
 	opParseTime
 )
 
-var opNames = [...]string{
-	opAdd: "Add", opSub: "Sub", opMul: "Mul", opDiv: "Div", opMod: "Mod", opNeg: "Neg",
-	opEq: "Eq", opNe: "Ne", opLt: "Lt", opLe: "Le", opGt: "Gt", opGe: "Ge",
-	opAnd: "And", opOr: "Or", opNot: "Not", opIsNull: "IsNull", opIsNotNull: "IsNotNull", opIn: "In",
-	opCast: "Cast", opIf: "If", opCoalesce: "Coalesce",
-	opUpper: "Upper", opLower: "Lower", opConcat: "Concat", opSubstr: "Substr", opLength: "Length",
-	opStartsWith: "StartsWith", opContains: "Contains",
-	opDateTrunc: "DateTrunc", opYear: "Year", opMonth: "Month", opDay: "Day", opHour: "Hour",
-	opFormatTime: "FormatTime", opParseTime: "ParseTime",
+// String is the constructor's name.
+func (o op) String() string {
+	switch o {
+	case opAdd:
+		return "Add"
+	case opSub:
+		return "Sub"
+	case opMul:
+		return "Mul"
+	case opDiv:
+		return "Div"
+	case opMod:
+		return "Mod"
+	case opNeg:
+		return "Neg"
+	case opEq:
+		return "Eq"
+	case opNe:
+		return "Ne"
+	case opLt:
+		return "Lt"
+	case opLe:
+		return "Le"
+	case opGt:
+		return "Gt"
+	case opGe:
+		return "Ge"
+	case opAnd:
+		return "And"
+	case opOr:
+		return "Or"
+	case opNot:
+		return "Not"
+	case opIsNull:
+		return "IsNull"
+	case opIsNotNull:
+		return "IsNotNull"
+	case opIn:
+		return "In"
+	case opCast:
+		return "Cast"
+	case opIf:
+		return "If"
+	case opCoalesce:
+		return "Coalesce"
+	case opUpper:
+		return "Upper"
+	case opLower:
+		return "Lower"
+	case opConcat:
+		return "Concat"
+	case opSubstr:
+		return "Substr"
+	case opLength:
+		return "Length"
+	case opStartsWith:
+		return "StartsWith"
+	case opContains:
+		return "Contains"
+	case opDateTrunc:
+		return "DateTrunc"
+	case opYear:
+		return "Year"
+	case opMonth:
+		return "Month"
+	case opDay:
+		return "Day"
+	case opHour:
+		return "Hour"
+	case opFormatTime:
+		return "FormatTime"
+	case opParseTime:
+		return "ParseTime"
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
 }
 
 // callExpr is every expression but a column or a constant.
@@ -140,10 +206,11 @@ type callExpr struct {
 
 func (c *callExpr) String() string {
 	var sb strings.Builder
-	sb.WriteString(opNames[c.op])
+	name := c.op.String()
+	sb.WriteString(name)
 	sb.WriteByte('(')
 	sep := func() {
-		if sb.Len() > len(opNames[c.op])+1 {
+		if sb.Len() > len(name)+1 {
 			sb.WriteString(", ")
 		}
 	}

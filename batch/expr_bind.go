@@ -48,6 +48,10 @@ func (c *callExpr) bind(b *binder) (node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if d, ok := n.dtype().(*arrow.DictionaryType); ok {
+			// Functions see dictionary-encoded columns decoded.
+			n = castNode(n, d.ValueType, label)
+		}
 		args[i] = n
 	}
 	switch c.op {

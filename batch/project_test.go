@@ -314,3 +314,49 @@ func TestConcurrentApply(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Dictionary-encoded columns pass through bare and decode inside functions.
+func TestDictionaryColumns(t *testing.T) {
+	mem := newMem(t)
+	defer mem.AssertSize(t, 0)
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "cat", Type: dt, Nullable: true}}, nil)
+	b := array.NewDictionaryBuilder(mem, dt).(*array.BinaryDictionaryBuilder)
+	for _, v := range []string{"x", "a", "b", "a", ""} {
+		if v == "" {
+			b.AppendNull()
+			continue
+		}
+		if err := b.AppendString(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col := b.NewArray()
+	b.Release()
+	full := array.NewRecordBatch(schema, []arrow.Array{col}, 5)
+	col.Release()
+	defer full.Release()
+	rec := full.NewSlice(1, 5)
+	defer rec.Release()
+	p, err := NewProjection(mem, schema, []Named{
+		{Expr: Col("cat")},
+		As(Eq(Col("cat"), Lit("a")), "is_a"),
+		As(Upper(Col("cat")), "up"),
+		As(In(Col("cat"), "b"), "in_b"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Release()
+	want := `cat=["a","b","a",null] is_a=[true,false,true,null] up=["A","B","A",null] in_b=[false,true,false,null]`
+	if got := recordJSON(t, out); got != want {
+		t.Errorf("\n got %s\nwant %s", got, want)
+	}
+	if !arrow.TypeEqual(out.Column(0).DataType(), dt) {
+		t.Errorf("bare column type %s", out.Column(0).DataType())
+	}
+}

@@ -41,9 +41,15 @@ func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 type missingError struct {
 	name string
 	dir  string
+	hint string // why, when known
 }
 
-func (e *missingError) Error() string { return fmt.Sprintf("missing %s in %s", e.name, e.dir) }
+func (e *missingError) Error() string {
+	if e.hint != "" {
+		return fmt.Sprintf("missing %s in %s (%s)", e.name, e.dir, e.hint)
+	}
+	return fmt.Sprintf("missing %s in %s", e.name, e.dir)
+}
 
 func (e *missingError) Is(target error) bool { return target == ErrMissing }
 

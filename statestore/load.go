@@ -28,7 +28,7 @@ func (s *Store) load(ctx context.Context, version int64, l *listing) ([]arrow.Re
 	base := l.snapshotAtOrBefore(version)
 	for v := base + 1; v <= version; v++ {
 		if !l.deltas[v] {
-			return nil, &missingError{name: fileName(v, kindDelta), dir: s.st.URL()}
+			return nil, &missingError{name: fileName(v, kindDelta), dir: s.st.URL(), hint: l.purgedHint(version)}
 		}
 	}
 	var files []*decodedFile

@@ -236,6 +236,29 @@ func (s *Store) list(ctx context.Context) (*listing, error) {
 	return l, nil
 }
 
+// purgedHint explains a missing file when version is older than anything
+// the folder still loads (purged), or newer than anything it holds.
+func (l *listing) purgedHint(version int64) string {
+	oldest := int64(-1) // oldest loadable version: a snapshot, or delta 0's
+	if len(l.snapshots) > 0 {
+		oldest = l.snapshots[0]
+	}
+	if l.deltas[0] {
+		oldest = 0
+	}
+	newest := int64(-1)
+	if n := len(l.deltaList); n > 0 {
+		newest = l.deltaList[n-1]
+	}
+	switch {
+	case oldest > version:
+		return fmt.Sprintf("version %d is older than the oldest kept (%d): purged", version, oldest)
+	case version > newest:
+		return fmt.Sprintf("version %d is newer than the newest committed (%d)", version, newest)
+	}
+	return ""
+}
+
 // snapshotAtOrBefore returns the newest snapshot version <= v, or -1.
 func (l *listing) snapshotAtOrBefore(v int64) int64 {
 	i, found := slices.BinarySearch(l.snapshots, v)

@@ -262,8 +262,8 @@ func TestPurgeKeepsWhatRetentionNeeds(t *testing.T) {
 		}
 	}
 	_, err = s.Load(ctx, 22)
-	if !errors.Is(err, ErrMissing) {
-		t.Fatalf("Load(22) after purge: %v, want ErrMissing", err)
+	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "version 22 is older than the oldest kept (23): purged") {
+		t.Fatalf("Load(22) after purge: %v, want ErrMissing saying it was purged", err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
@@ -539,7 +539,7 @@ func TestStoreLevelCorruption(t *testing.T) {
 	t.Run("beyond newest", func(t *testing.T) {
 		s, _, _ := setup(t)
 		_, err := s.Load(ctx, 5)
-		if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "missing 00000000000000000002.delta") {
+		if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "missing 00000000000000000002.delta") || !strings.Contains(err.Error(), "newer than the newest committed (1)") {
 			t.Fatalf("got %v", err)
 		}
 	})

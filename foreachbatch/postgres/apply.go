@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,9 +59,14 @@ func (ap *applier) planFor(ctx context.Context, q querier, schema *arrow.Schema)
 	if p != nil && (p.schema == schema || p.schema.Equal(schema)) {
 		return p, nil
 	}
-	p, err := ap.buildPlan(ctx, q, schema)
+	p, created, err := ap.buildPlan(ctx, q, schema)
 	if err != nil {
 		return nil, err
+	}
+	if created {
+		// The table was created through q, maybe inside a transaction that
+		// can still roll back: describe it again next time.
+		return p, nil
 	}
 	ap.mu.Lock()
 	ap.last = p
@@ -67,19 +74,19 @@ func (ap *applier) planFor(ctx context.Context, q querier, schema *arrow.Schema)
 	return p, nil
 }
 
-func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schema) (*plan, error) {
+func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schema) (_ *plan, created bool, err error) {
 	tname := ap.target.sql()
 	fields := schema.Fields()
 	byName := make(map[string]int, len(fields))
 	for i, f := range fields {
 		if _, dup := byName[f.Name]; dup {
-			return nil, fmt.Errorf("%w: output schema has two columns named %q", ErrSchemaMismatch, f.Name)
+			return nil, false, fmt.Errorf("%w: output schema has two columns named %q", ErrSchemaMismatch, f.Name)
 		}
 		byName[f.Name] = i
 	}
 	for _, k := range ap.keys {
 		if _, ok := byName[k]; !ok {
-			return nil, fmt.Errorf("%w: key column %q is not in the output schema of table %s", ErrSchemaMismatch, k, tname)
+			return nil, false, fmt.Errorf("%w: key column %q is not in the output schema of table %s", ErrSchemaMismatch, k, tname)
 		}
 	}
 	nonKey, adds := 0, 0
@@ -91,36 +98,37 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 		if ap.merge[f.Name] == MergeAdd {
 			adds++
 			if !numeric(f.Type) {
-				return nil, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String(), PGType: "(add merge)",
+				return nil, false, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String(), PGType: "(add merge)",
 					Reason: "an add merge needs a numeric column"}
 			}
 		}
 	}
-	for col := range ap.merge {
+	for _, col := range slices.Sorted(maps.Keys(ap.merge)) {
 		if _, ok := byName[col]; !ok {
-			return nil, fmt.Errorf("%w: merge column %q is not in the output schema of table %s", ErrSchemaMismatch, col, tname)
+			return nil, false, fmt.Errorf("%w: merge column %q is not in the output schema of table %s", ErrSchemaMismatch, col, tname)
 		}
 	}
 
 	cols, exists, err := describe(ctx, q, ap.target)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !exists && ap.createTables {
 		ddl, err := createTargetSQL(ap.target, schema, ap.keys)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if _, err := q.Exec(ctx, ddl); err != nil {
-			return nil, fmt.Errorf("create table %s: %w", tname, err)
+			return nil, false, fmt.Errorf("create table %s: %w", tname, err)
 		}
+		created = true
 		cols, exists, err = describe(ctx, q, ap.target)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if !exists {
-		return nil, fmt.Errorf("%w: table %s does not exist (or is not on the search_path)", ErrSchemaMismatch, tname)
+		return nil, false, fmt.Errorf("%w: table %s does not exist (or is not on the search_path)", ErrSchemaMismatch, tname)
 	}
 	p := &plan{schema: schema, preAgg: len(ap.keys) > 0 && adds > 0 && adds == nonKey}
 	for _, f := range fields {
@@ -132,10 +140,10 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 			}
 		}
 		if c == nil {
-			return nil, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String()}
+			return nil, false, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String()}
 		}
 		if err := checkColumn(tname, f, *c); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		p.cols = append(p.cols, f.Name)
 		p.conv = append(p.conv, converter(f.Type, c.typname))
@@ -143,10 +151,10 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 	if len(ap.keys) > 0 {
 		ok, err := hasUniqueIndex(ctx, q, ap.target, ap.keys)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: table %s has no unique index or primary key on exactly (%s), which the upsert needs",
+			return nil, false, fmt.Errorf("%w: table %s has no unique index or primary key on exactly (%s), which the upsert needs",
 				ErrSchemaMismatch, tname, quoteAll(ap.keys))
 		}
 		for _, k := range ap.keys {
@@ -160,7 +168,7 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 	if p.preAgg {
 		p.insertGB = ap.insertSQL(p, stage, true)
 	}
-	return p, nil
+	return p, created, nil
 }
 
 func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
@@ -225,7 +233,7 @@ func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *
 		return 0, err
 	}
 	if _, err := tx.Exec(ctx, p.stageSQL); err != nil {
-		return 0, fmt.Errorf("batch %d: create stage table: %w", batchID, err)
+		return 0, fmt.Errorf("create stage table for %s: %w", ap.target.sql(), err)
 	}
 	src := &copySource{p: p, recs: records, batchID: batchID, keys: ap.keys, vals: make([]any, len(p.cols))}
 	if len(p.keyIdx) > 0 {
@@ -236,14 +244,14 @@ func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *
 		return 0, src.err // our own rejection, which the server only echoes
 	}
 	if err != nil {
-		return 0, fmt.Errorf("batch %d: copy rows into stage table: %w", batchID, err)
+		return 0, fmt.Errorf("copy rows into stage table for %s: %w", ap.target.sql(), err)
 	}
 	insert := p.insert
 	if src.dup {
 		insert = p.insertGB // only preAgg plans get here with duplicates
 	}
 	if _, err := tx.Exec(ctx, insert); err != nil {
-		return 0, fmt.Errorf("batch %d: insert into %s: %w", batchID, ap.target.sql(), err)
+		return 0, fmt.Errorf("insert into %s: %w", ap.target.sql(), err)
 	}
 	return n, nil
 }

@@ -77,8 +77,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 type retrier struct {
 	cfg    *config
 	scrub  scrubber
-	sleep  func(ctx context.Context, d time.Duration) error // test knob; sleepCtx
-	onWait func()                                           // counts retries
+	onWait func() // counts retries
 }
 
 // do runs attempt until it returns nil or a non-retryable error, at most
@@ -107,11 +106,7 @@ func (r *retrier) do(ctx context.Context, what string, attempt func(ctx context.
 		if r.onWait != nil {
 			r.onWait()
 		}
-		sleep := r.sleep
-		if sleep == nil {
-			sleep = sleepCtx
-		}
-		if serr := sleep(ctx, d); serr != nil {
+		if serr := sleepCtx(ctx, d); serr != nil {
 			return n, r.scrub.err(fmt.Errorf("postgres: %s: wait to retry: %w (last error: %w)", what, serr, err))
 		}
 	}

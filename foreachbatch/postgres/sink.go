@@ -188,7 +188,7 @@ func (s *Sink) upsertOnce(ctx context.Context, batchID int64, schema *arrow.Sche
 func (s *Sink) Apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) (int64, error) {
 	n, err := s.ap.apply(ctx, tx, batchID, schema, records)
 	if err != nil {
-		return 0, s.scrub.err(wrapOp(fmt.Sprintf("apply batch %d", batchID), err))
+		return 0, s.scrub.err(wrapOp(fmt.Sprintf("apply batch %d to %s", batchID, s.target.sql()), err))
 	}
 	return n, nil
 }

@@ -649,3 +649,45 @@ func TestDeadlockRetried(t *testing.T) {
 		t.Errorf("%d retries, want at least 1 (a deadlock victim)", r)
 	}
 }
+
+// TestCreateTableInLostTransaction: with CreateTables and no ValidateSchema,
+// the first batch creates the table inside its own transaction; when that
+// transaction is lost the retry must create it again, not trust a plan made
+// for a table that was rolled back.
+func TestCreateTableInLostTransaction(t *testing.T) {
+	pool := testenv.PG(t)
+	ctx := ctxT(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true), Retry(3, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	rec := kvRecord(t, mem, kvSchema, []int64{1}, []*int64{i64(5)})
+	defer rec.Release()
+	// Fail the first attempt after the rows are written (and the table was
+	// created), before COMMIT, by cutting the connection in the rows step.
+	cut := false
+	res, err := s.guard.Run(ctx, 0, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := s.Apply(ctx, tx, 0, kvSchema, []arrow.RecordBatch{rec}); err != nil {
+			return err
+		}
+		if !cut {
+			cut = true
+			_, _ = pool.Exec(ctx, "SELECT pg_terminate_backend($1)", tx.Conn().PgConn().PID())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts != 2 {
+		t.Errorf("%d attempts, want 2", res.Attempts)
+	}
+	if got := totals(t, pool, "totals")[1]; got == nil || *got != 5 {
+		t.Errorf("total %v, want 5", got)
+	}
+}

@@ -79,21 +79,41 @@ type jsonVal struct {
 	raw  []byte
 }
 
-// decodeJSONValue decodes value into out (one per field). On failure it
-// returns the field at fault ("" for the whole value) and the reason.
-func decodeJSONValue(value []byte, fields []arrow.Field, out []jsonVal) (string, string, bool) {
+// decodeJSONValue decodes value into out (one per field of the schema,
+// whose positions index gives by name). On failure it returns the field at
+// fault ("" for the whole value) and the reason. When a key repeats, the
+// last one counts, as with encoding/json.
+func decodeJSONValue(value []byte, fields []arrow.Field, index map[string]int, out []jsonVal, raws [][]byte) (string, string, bool) {
 	if value == nil {
 		return "", "value is null", false
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(value, &obj); err != nil {
-		return "", "not a JSON object: " + err.Error(), false
+	if !json.Valid(value) {
+		var v any
+		err := json.Unmarshal(value, &v) // only for its message
+		return "", "not valid JSON: " + err.Error(), false
+	}
+	for i := range raws {
+		raws[i] = nil
+	}
+	ok := jsonObject(value, func(key, raw []byte) {
+		if i, found := index[string(key)]; found {
+			raws[i] = raw
+		} else if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) == nil {
+				if i, found := index[k]; found {
+					raws[i] = raw
+				}
+			}
+		}
+	})
+	if !ok {
+		return "", "not a JSON object", false
 	}
 	for i, f := range fields {
-		raw, ok := obj[f.Name]
-		raw = bytes.TrimSpace(raw)
+		raw := raws[i]
 		out[i] = jsonVal{}
-		if !ok || string(raw) == "null" {
+		if raw == nil || string(raw) == "null" {
 			if !f.Nullable {
 				return f.Name, "missing or null, and the field is not nullable", false
 			}
@@ -115,9 +135,11 @@ func decodeJSONField(raw []byte, t arrow.DataType, v *jsonVal) string {
 		if !isString {
 			return "want a string, got " + truncate(raw)
 		}
-		if err := json.Unmarshal(raw, &v.s); err != nil {
-			return err.Error()
+		str, ok := unquote(raw)
+		if !ok {
+			return "want a string, got " + truncate(raw)
 		}
+		v.s = str
 	case arrow.INT64, arrow.INT32:
 		if !isNumber {
 			return "want an integer, got " + truncate(raw)
@@ -149,8 +171,11 @@ func decodeJSONField(raw []byte, t arrow.DataType, v *jsonVal) string {
 			return "want true or false, got " + truncate(raw)
 		}
 	case arrow.BINARY:
-		var s string
-		if !isString || json.Unmarshal(raw, &s) != nil {
+		s, ok := "", isString
+		if ok {
+			s, ok = unquote(raw)
+		}
+		if !ok {
 			return "want a base64 string, got " + truncate(raw)
 		}
 		b, err := base64.StdEncoding.DecodeString(s)
@@ -159,8 +184,11 @@ func decodeJSONField(raw []byte, t arrow.DataType, v *jsonVal) string {
 		}
 		v.raw = b
 	case arrow.TIMESTAMP:
-		var s string
-		if !isString || json.Unmarshal(raw, &s) != nil {
+		s, ok := "", isString
+		if ok {
+			s, ok = unquote(raw)
+		}
+		if !ok {
 			return "want an RFC 3339 timestamp string, got " + truncate(raw)
 		}
 		ts, err := time.Parse(time.RFC3339Nano, s)
@@ -198,7 +226,9 @@ type rowWriter struct {
 	c      *config
 	b      *array.RecordBuilder
 	fields []arrow.Field // JSON fields
+	index  map[string]int
 	vals   []jsonVal
+	raws   [][]byte
 	nval   int // number of value columns
 	rows   int
 }
@@ -208,6 +238,11 @@ func newRowWriter(mem memory.Allocator, c *config, schema *arrow.Schema) *rowWri
 	if c.decoder == decodeJSON {
 		w.fields = c.jsonSchema.Fields()
 		w.vals = make([]jsonVal, len(w.fields))
+		w.raws = make([][]byte, len(w.fields))
+		w.index = make(map[string]int, len(w.fields))
+		for i, f := range w.fields {
+			w.index[f.Name] = i
+		}
 		w.nval = len(w.fields)
 	}
 	return w
@@ -224,7 +259,7 @@ func (w *rowWriter) decode(r *kgo.Record) (string, string, bool) {
 			return "", "value is not valid UTF-8", false
 		}
 	case decodeJSON:
-		return decodeJSONValue(r.Value, w.fields, w.vals)
+		return decodeJSONValue(r.Value, w.fields, w.index, w.vals, w.raws)
 	}
 	return "", "", true
 }

@@ -1,0 +1,72 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/testenv"
+	"github.com/onceflow/onceflow/source/kafka"
+)
+
+// BenchmarkRead reads 100,000 records of 4 partitions from kfake into Arrow:
+//
+//	go test -run '^$' -bench Read -benchtime 3x ./source/kafka/
+func BenchmarkRead(b *testing.B) {
+	const records = 100_000
+	c := testenv.Kafka(b, map[string]int32{"in": 4})
+	cl := testenv.KafkaClient(b, c, kgo.ProducerLinger(5*time.Millisecond))
+	ctx := context.Background()
+	for i := 0; i < records; {
+		var recs []*kgo.Record
+		for j := 0; j < 5000 && i < records; j, i = j+1, i+1 {
+			recs = append(recs, &kgo.Record{Topic: "in", Key: []byte(fmt.Sprint("k", i%1000)),
+				Value: []byte(fmt.Sprintf(`{"id":"p-%d","amount_cents":%d,"at":"2026-11-30T10:00:00.%06dZ"}`, i, i, i%1000000))})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, mode := range []struct {
+		name string
+		opt  kafka.Option
+	}{
+		{"raw", kafka.ValueRaw()},
+		{"json", kafka.ValueJSON(paymentSchema)},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("in"), mode.opt, kafka.Allocator(memory.NewGoAllocator()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close()
+			start, err := src.InitialOffset(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			end, err := src.LatestOffset(ctx, start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total := 0
+			b.ResetTimer()
+			for range b.N {
+				if err := src.Read(ctx, start, end, func(r arrow.RecordBatch) error {
+					total += int(r.NumRows())
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if total != records*b.N {
+				b.Fatalf("read %d, want %d", total, records*b.N)
+			}
+			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}

@@ -184,8 +184,9 @@ func (g *Guard) attempt(ctx context.Context, batchID int64, fn func(ctx context.
 	if err != nil {
 		return false, fmt.Errorf("begin: %w", err)
 	}
+	committed := false
 	defer func() {
-		if err != nil || skipped {
+		if !committed { // failed, skipped, or fn panicked
 			rollback(ctx, tx)
 		}
 	}()
@@ -207,6 +208,7 @@ func (g *Guard) attempt(ctx context.Context, batchID int64, fn func(ctx context.
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("commit: %w", err)
 	}
+	committed = true
 	fault.Point("pg-after-commit")
 	return false, nil
 }

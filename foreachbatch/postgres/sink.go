@@ -165,8 +165,9 @@ func (s *Sink) upsertOnce(ctx context.Context, batchID int64, schema *arrow.Sche
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
 	}
+	committed := false
 	defer func() {
-		if err != nil {
+		if !committed {
 			rollback(ctx, tx)
 		}
 	}()
@@ -177,6 +178,7 @@ func (s *Sink) upsertOnce(ctx context.Context, batchID int64, schema *arrow.Sche
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
+	committed = true
 	fault.Point("pg-after-commit")
 	return n, nil
 }

@@ -146,7 +146,9 @@ func WithTargetFileSize(bytes int64) Option {
 }
 
 // WithMaxOpenFiles caps the Parquet writers open at once, which bounds the
-// memory of a batch to about n × the target file size. The sink never needs
+// memory of a batch to about 2n × the target file size (a worker holds the
+// file it writes and the previous one, kept back until it knows whether it
+// is the partition's only, possibly small, file). The sink never needs
 // one writer per partition: it first groups the batch's rows by partition
 // (a counting sort of row indices, no copy of the data), then writes the
 // partitions one after the other on n workers, each with a single open

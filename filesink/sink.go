@@ -116,6 +116,11 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 	if err != nil {
 		return fmt.Errorf("filesink: batch %d: %w", batchID, err)
 	}
+	for i, r := range records {
+		if !r.Schema().Equal(schema) {
+			return fmt.Errorf("filesink: batch %d: %w: record %d has schema %s, the batch %s", batchID, ErrBadSchema, i, r.Schema(), schema)
+		}
+	}
 	groups, err := groupRows(l, records)
 	if err != nil {
 		return fmt.Errorf("filesink: batch %d: %w", batchID, err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/offsetlog"
 )
 
 var paySchema = arrow.NewSchema([]arrow.Field{
@@ -386,5 +388,93 @@ func TestToMicros(t *testing.T) {
 		if (err != nil) != c.err || (!c.err && got != c.want) {
 			t.Errorf("toMicros(%d, %s) = %d, %v; want %d", c.v, c.unit, got, err, c.want)
 		}
+	}
+}
+
+// TestParallelWritersSameOutput checks that the number of workers changes
+// nothing in the output: names, sizes, rows.
+func TestParallelWritersSameOutput(t *testing.T) {
+	ctx := context.Background()
+	mem := newMem(t)
+	var want []File
+	for _, n := range []int{1, 3, 16} {
+		table, _ := openTable(t)
+		now := time.Unix(1_800_000_000, 0)
+		s, err := New(table, PartitionBy("day", "merchant"), WithMaxOpenFiles(n), WithTargetFileSize(4<<10), WithClock(fixedClock(&now)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.cfg.chunkRows = 64
+		addBatch(t, ctx, s, mem, paySchema, 3, 0, 5000, 999)
+		files, err := Committed(ctx, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == nil {
+			want = files
+			if len(files) <= 15 {
+				t.Fatalf("only %d files: no rolling", len(files))
+			}
+			continue
+		}
+		if len(files) != len(want) {
+			t.Fatalf("%d workers: %d files, want %d", n, len(files), len(want))
+		}
+		for i := range files {
+			if files[i].Path != want[i].Path || files[i].Size != want[i].Size || files[i].Rows != want[i].Rows {
+				t.Fatalf("%d workers: file %d = %+v, want %+v", n, i, files[i], want[i])
+			}
+		}
+	}
+}
+
+func TestRecordSchemaMismatch(t *testing.T) {
+	ctx := context.Background()
+	mem := newMem(t)
+	table, _ := openTable(t)
+	s, _ := New(table)
+	rec := makeRecord(t, mem, paySchema, 0, 10)
+	defer rec.Release()
+	err := s.AddBatch(ctx, 0, allTypes, []arrow.RecordBatch{rec})
+	if !errors.Is(err, ErrBadSchema) {
+		t.Fatalf("AddBatch = %v", err)
+	}
+	if v, _ := Version(ctx, table); v != -1 {
+		t.Fatalf("version %d after a failed batch", v)
+	}
+}
+
+// TestCorruptLog checks that a damaged log object fails reads with a
+// corruption error naming the object, never an empty or partial table.
+func TestCorruptLog(t *testing.T) {
+	ctx := context.Background()
+	for name, damage := range map[string]func(data []byte) []byte{
+		"empty":   func([]byte) []byte { return nil },
+		"torn":    func(d []byte) []byte { return d[:len(d)-40] },
+		"count":   func(d []byte) []byte { return append(d, []byte(`{"action":"add","path":"x"}`+"\n")...) },
+		"version": func(d []byte) []byte { return append([]byte("v9"), d[2:]...) },
+		"unknownAction": func(d []byte) []byte {
+			return []byte(strings.Replace(string(d), `"action":"add"`, `"action":"move"`, 1))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mem := newMem(t)
+			table, dir := openTable(t)
+			s, _ := New(table, WithCompactEvery(2))
+			addBatch(t, ctx, s, mem, paySchema, 0, 0, 10, 10)
+			addBatch(t, ctx, s, mem, paySchema, 1, 10, 20, 10)
+			p := filepath.Join(dir, filepath.FromSlash(compactName(1)))
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, damage(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Committed(ctx, table)
+			if !errors.Is(err, offsetlog.ErrCorrupt) || !strings.Contains(err.Error(), compactName(1)) {
+				t.Fatalf("Committed = %v, want a corruption error naming %s", err, compactName(1))
+			}
+		})
 	}
 }

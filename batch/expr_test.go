@@ -141,6 +141,13 @@ func TestExprFunctions(t *testing.T) {
 		{"lit null", Lit(nil), `[null,null,null,null]`, "null"},
 		{"lit arithmetic", Add(Lit(1), Lit(2)), `[3,3,3,3]`, "int64"},
 		{"col", Col("s"), `["Hello","wörld",null,""]`, "utf8"},
+		{"null column plus int", Add(Col("nul"), Col("a")), `[null,null,null,null]`, "int64"},
+		{"upper of null column", Upper(Col("nul")), `[null,null,null,null]`, "utf8"},
+		{"year of null", Year(Lit(nil)), `[null,null,null,null]`, "int64"},
+		{"if null branches", If(Col("ok"), Lit(nil), Lit(nil)), `[null,null,null,null]`, "null"},
+		{"compare uint8 and float", Gt(Col("u8"), Col("f")), `[true,true,null,true]`, "bool"},
+		{"not null lit", Not(Lit(nil)), `[null,null,null,null]`, "bool"},
+		{"in timestamps", In(Col("ts"), time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)), `[false,false,null,true]`, "bool"},
 	}
 	for _, c := range cases {
 		if c.want == "" {
@@ -249,6 +256,9 @@ func TestExprBindErrors(t *testing.T) {
 		{"cast impossible", Cast(Col("ts"), arrow.FixedWidthTypes.Boolean), ErrType, "batch: Cast(ts, bool): cannot cast timestamp[us, tz=UTC] to bool"},
 		{"bad literal", Eq(Col("a"), Lit(uint(3))), ErrType, "batch: Lit(3): unsupported literal type uint"},
 		{"coalesce none", Coalesce(), ErrType, "batch: Coalesce(): needs at least one argument"},
+		{"order booleans", Lt(Col("ok"), Lit(true)), ErrType, "batch: Lt(ok, true): booleans compare only with Eq and Ne"},
+		{"div duration", Div(Col("d"), Lit(2)), ErrType, "batch: Div(d, 2): cannot divide duration[us] and int64"},
+		{"duration minus ts", Sub(Col("d"), Col("ts")), ErrType, "batch: Sub(d, ts): cannot subtract duration[us] and timestamp[us, tz=UTC]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -265,5 +275,30 @@ func TestExprBindErrors(t *testing.T) {
 				t.Errorf("%s:\n got %s\nwant %s", c.e, err, c.msg)
 			}
 		})
+	}
+}
+
+func TestExprTimeZones(t *testing.T) {
+	mem := newMem(t)
+	defer mem.AssertSize(t, 0)
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "paris", Type: &arrow.TimestampType{Unit: arrow.Second, TimeZone: "Europe/Paris"}},
+		{Name: "utc", Type: &arrow.TimestampType{Unit: arrow.Second, TimeZone: "UTC"}},
+	}, nil)
+	for _, c := range []struct {
+		e   Expr
+		msg string
+	}{
+		{Year(Col("paris")), `batch: Year(paris): time zone "Europe/Paris" is not supported: only UTC timestamps`},
+		{Lt(Col("paris"), Col("utc")), "batch: Lt(paris, utc): cannot compare timestamp[s, tz=Europe/Paris] and timestamp[s, tz=UTC]"},
+	} {
+		_, err := NewProjection(mem, schema, []Named{As(c.e, "out")})
+		if !errors.Is(err, ErrType) || err.Error() != c.msg {
+			t.Errorf("%s: got %v, want %s", c.e, err, c.msg)
+		}
+	}
+	// Same zone on both sides compares.
+	if _, err := NewProjection(mem, schema, []Named{As(Lt(Col("paris"), Col("paris")), "out")}); err != nil {
+		t.Error(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
@@ -569,8 +570,15 @@ func (ex *executor) finishPartition(ctx context.Context, batchID int64, part *ag
 		all := part.gb.Output(false)
 		out, err = ex.filterExpired(ctx, all, a.evictCol, true)
 		all.Release()
+		if err == nil {
+			out, err = ex.sortByKeys(ctx, out)
+		}
+	case ex.mode == Complete:
+		out, err = ex.sortByKeys(ctx, part.gb.Output(false))
 	default:
-		out = part.gb.Output(ex.mode == Update)
+		// Update: groups in order of first touch in this batch, a
+		// function of the batch's input alone.
+		out = part.gb.Output(true)
 	}
 	if err != nil {
 		return nil, err
@@ -593,6 +601,32 @@ func (ex *executor) finishPartition(ctx context.Context, batchID int64, part *ag
 		return nil, fmt.Errorf("commit state version %d: %w", batchID, err)
 	}
 	part.gb.ClearChanges()
+	return out, nil
+}
+
+// sortByKeys orders rec (an aggregation output, keys first) by its key
+// columns and releases rec. Groups live in the hash table in insertion
+// order, which differs between a run and its restart from a state
+// snapshot; sorting makes what reaches the sink a function of the state
+// alone, so a re-run batch is byte-for-byte its first attempt.
+func (ex *executor) sortByKeys(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	defer rec.Release()
+	if rec.NumRows() < 2 {
+		rec.Retain()
+		return rec, nil
+	}
+	keys := make(compute.SortOptions, len(ex.agg.keyIdx))
+	for i := range keys {
+		keys[i] = compute.DefaultSortKey()
+		keys[i].ColumnIndex = i
+	}
+	d, err := compute.CallFunction(compute.WithAllocator(ctx, ex.mem), "sort", keys, compute.NewDatum(rec))
+	if err != nil {
+		return nil, fmt.Errorf("sort output by key: %w", err)
+	}
+	defer d.Release()
+	out := d.(*compute.RecordDatum).Value
+	out.Retain()
 	return out, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -32,14 +33,15 @@ func main() {
 	perBatch := flag.Int64("per-batch", 1000, "rows per batch")
 	keys := flag.Int64("keys", 17, "distinct keys")
 	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
+	windowed := flag.Bool("windowed", false, "tumbling 1 s event-time windows with a 500 ms watermark, append mode")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *rows, *perBatch, *keys, *stateless); err != nil {
+	if err := run(*cpDir, *outDir, *rows, *perBatch, *keys, *stateless, *windowed); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir string, rows, perBatch, keys int64, stateless bool) error {
+func run(cpDir, outDir string, rows, perBatch, keys int64, stateless, windowed bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -51,10 +53,20 @@ func run(cpDir, outDir string, rows, perBatch, keys int64, stateless bool) error
 	}
 	src := &counter{total: rows, perBatch: perBatch, keys: keys}
 	stream := engine.ReadStream(src).Where(batch.Ge(batch.Col("amount"), batch.Lit(int64(0))))
-	if !stateless {
+	mode := engine.Update
+	switch {
+	case stateless:
+		mode = engine.Append
+	case windowed:
+		mode = engine.Append
+		stream = stream.WithWatermark("ts", 500*time.Millisecond).
+			GroupByWindow(engine.TumblingWindow("ts", time.Second), "key").ID("windows").
+			Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+	default:
 		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
 	}
 	q, err := engine.NewQuery(stream,
+		engine.WithOutputMode(mode),
 		engine.WithName("crashprog"),
 		engine.WithCheckpoint(cp),
 		engine.WithSink(&dirSink{store: out}),
@@ -69,7 +81,9 @@ func run(cpDir, outDir string, rows, perBatch, keys int64, stateless bool) error
 	return q.Run(ctx)
 }
 
-// counter is a bounded source of rows (key = i % keys, amount = i*7 % 1000).
+// counter is a bounded source of rows (key = i % keys, amount = i*7 % 1000,
+// ts = i·10 ms, with every fifth row 700 ms older so some rows arrive out of
+// order and some late).
 type counter struct {
 	total, perBatch, keys int64
 }
@@ -78,6 +92,7 @@ var schema = arrow.NewSchema([]arrow.Field{
 	{Name: "i", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "key", Type: arrow.BinaryTypes.String},
 	{Name: "amount", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
 }, nil)
 
 func (c *counter) Schema() *arrow.Schema { return schema }
@@ -98,12 +113,18 @@ func (c *counter) Read(_ context.Context, start, end json.RawMessage, emit func(
 	ib := array.NewInt64Builder(memory.DefaultAllocator)
 	kb := array.NewStringBuilder(memory.DefaultAllocator)
 	ab := array.NewInt64Builder(memory.DefaultAllocator)
+	tb := array.NewTimestampBuilder(memory.DefaultAllocator, schema.Field(3).Type.(*arrow.TimestampType))
 	for i := s; i < e; i++ {
 		ib.Append(i)
 		kb.Append("k" + strconv.FormatInt(i%c.keys, 10))
 		ab.Append(i * 7 % 1000)
+		t := i * 10_000
+		if i%5 == 0 {
+			t -= 700_000
+		}
+		tb.Append(arrow.Timestamp(t))
 	}
-	cols := []arrow.Array{ib.NewArray(), kb.NewArray(), ab.NewArray()}
+	cols := []arrow.Array{ib.NewArray(), kb.NewArray(), ab.NewArray(), tb.NewArray()}
 	rec := array.NewRecordBatch(schema, cols, e-s)
 	for _, col := range cols {
 		col.Release()

@@ -24,7 +24,9 @@
 //     progress topic with read_committed, to the end seen after the
 //     InitProducerID (waiting until no other producer's open transaction
 //     holds the last stable offset below it), and keep the highest batch
-//     id of a marker with its key.
+//     id of a marker with its key. A marker of another query under the
+//     same id (an overridden TransactionalID reused) stops Start with an
+//     error naming both queries.
 //  2. AddBatch(N): a committed marker at or above N means the batch is
 //     already visible; the call is skipped and counted (Skipped). Otherwise
 //     BeginTransaction, produce the records and the marker, flush, commit.

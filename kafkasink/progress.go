@@ -103,6 +103,10 @@ func (s *Sink) lastCommitted(ctx context.Context) (int64, error) {
 			if err := json.Unmarshal(r.Value, &m); err != nil {
 				return fmt.Errorf("progress topic %q partition %d offset %d: marker %q: %w", topic, r.Partition, r.Offset, r.Value, err)
 			}
+			if m.Query != s.queryID {
+				return fmt.Errorf("progress topic %q partition %d offset %d: transactional id %q already holds a marker of query %q, not %q: two queries must never share a transactional id",
+					topic, r.Partition, r.Offset, s.txnID, m.Query, s.queryID)
+			}
 			last = max(last, m.BatchID)
 			return nil
 		})

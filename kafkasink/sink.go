@@ -62,7 +62,8 @@ type Sink struct {
 		fenced    error
 		committed int64 // batches committed by this instance
 	}
-	txnID string // copy of mu.txnID for progress reads, set in Start
+	txnID   string // copies of mu.txnID and mu.queryID for progress reads, set in Start
+	queryID string
 }
 
 // New validates the options and creates the admin client. It does not
@@ -151,7 +152,7 @@ func (s *Sink) Start(ctx context.Context, queryID string) error {
 	if txnID == "" {
 		txnID = "onceflow-" + queryID + "-" + s.c.name
 	}
-	s.mu.txnID, s.txnID = txnID, txnID
+	s.mu.txnID, s.txnID, s.queryID = txnID, txnID, queryID
 	if err := s.checkTimeout(ctx); err != nil {
 		return err
 	}

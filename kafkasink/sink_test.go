@@ -251,6 +251,24 @@ func TestZombieIsFenced(t *testing.T) {
 	wantOnce(t, counts, "new-0", "new-1")
 }
 
+func TestSharedTransactionalIDRefused(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	c := testenv.Kafka(t, map[string]int32{"out": 1})
+	b0 := payments(t, mem, "b0", 1)
+	defer b0.Release()
+	a := newSink(t, c, TransactionalID("shared"))
+	start(t, a, "qa")
+	if err := add(a, 0, b0); err != nil {
+		t.Fatal(err)
+	}
+	b := newSink(t, c, TransactionalID("shared"))
+	err := b.Start(context.Background(), "qb")
+	if err == nil || !strings.Contains(err.Error(), `marker of query "qa", not "qb"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"out": 1}, kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "30000"}))
 	s := newSink(t, c, TransactionTimeout(time.Minute))

@@ -69,6 +69,21 @@ type config struct {
 	allowAtLeastOnce   bool
 	lateRows           Sink
 	watermarkPolicy    WatermarkPolicy
+	observers          []observer
+}
+
+// observer receives the driver's events, on the driver goroutine; the
+// metrics and the status server implement it. Calls must not block.
+type observer interface {
+	// started is called once the checkpoint is open and before any batch.
+	started(queryID, runID, name string)
+	// committed is called after each batch commits.
+	committed(p *Progress)
+	// recovered is called when batch id, planned by an earlier run, is
+	// about to be re-run.
+	recovered(id int64)
+	// stopped is called when Run returns, with its error.
+	stopped(err error)
 }
 
 // WatermarkPolicy says how the watermarks of several sources combine.
@@ -190,6 +205,9 @@ func (c *config) validate() error {
 	}
 	if c.trigger.kind == triggerEvery && c.trigger.interval < 0 {
 		errs = append(errs, "negative trigger interval")
+	}
+	if c.trigger.kind == triggerSchedule && c.trigger.schedule == nil {
+		errs = append(errs, "scheduled trigger without a schedule")
 	}
 	if len(errs) == 0 {
 		return nil

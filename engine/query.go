@@ -140,6 +140,14 @@ func (q *Query) Run(ctx context.Context) (err error) {
 	q.mu.Unlock()
 
 	r := &run{q: q, cfg: cfg, cp: cp, runID: newRunID(), srcs: q.stream.sources, committed: -1}
+	for _, o := range cfg.observers {
+		o.started(cp.meta.ID, r.runID, cfg.name)
+	}
+	defer func() {
+		for _, o := range cfg.observers {
+			o.stopped(err)
+		}
+	}()
 	r.log = cfg.logger.With("query", cfg.name, "queryId", cp.meta.ID, "runId", r.runID)
 	r.log.Info("starting", "checkpoint", storage.Redact(cfg.checkpoint.URL()), "trigger", cfg.trigger.String(), "plan", q.stream.describe())
 	r.ex, err = bindStream(q.stream, cfg)
@@ -226,6 +234,9 @@ func (r *run) main(ctx context.Context) error {
 	// Recovery: re-run the planned, uncommitted batch verbatim.
 	if havePlan && lastPlanID == r.committed+1 {
 		r.log.Info("recovering uncommitted batch", "batchId", lastPlanID)
+		for _, o := range cfg.observers {
+			o.recovered(lastPlanID)
+		}
 		if err := r.runBatch(ctx, lastPlanID, &lastPlan, true); err != nil {
 			return err
 		}
@@ -233,15 +244,53 @@ func (r *run) main(ctx context.Context) error {
 		r.lastPlan = &lastPlan
 	}
 
+	if cfg.trigger.kind == triggerSchedule {
+		return r.scheduled(ctx)
+	}
 	if cfg.trigger.kind == triggerAvailableNow {
-		for i, src := range r.srcs {
-			if an, ok := src.(AvailableNowSource); ok {
-				if err := an.PrepareAvailableNow(ctx); err != nil {
-					return fmt.Errorf("engine: prepare source %d (%s) for available-now: %w", i, r.descs[i], err)
-				}
+		if err := r.prepareAvailableNow(ctx); err != nil {
+			return err
+		}
+	}
+	return r.loop(ctx)
+}
+
+func (r *run) prepareAvailableNow(ctx context.Context) error {
+	for i, src := range r.srcs {
+		if an, ok := src.(AvailableNowSource); ok {
+			if err := an.PrepareAvailableNow(ctx); err != nil {
+				return fmt.Errorf("engine: prepare source %d (%s) for available-now: %w", i, r.descs[i], err)
 			}
 		}
 	}
+	return nil
+}
+
+// scheduled runs an AvailableNow pass at each tick of the schedule.
+func (r *run) scheduled(ctx context.Context) error {
+	sched := r.cfg.trigger.schedule
+	for {
+		now := r.cfg.clock.Now()
+		next := sched.Next(now)
+		r.log.Info("waiting for the next scheduled run", "at", next)
+		if err := r.sleep(ctx, next.Sub(now)); err != nil {
+			return err
+		}
+		if r.q.stopping.Load() {
+			return nil
+		}
+		if err := r.prepareAvailableNow(ctx); err != nil {
+			return err
+		}
+		if err := r.loop(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// loop plans and runs batches until the trigger says to stop.
+func (r *run) loop(ctx context.Context) error {
+	cfg := r.cfg
 
 	start := cfg.clock.Now()
 	tick := 0
@@ -275,7 +324,7 @@ func (r *run) main(ctx context.Context) error {
 				return nil
 			}
 		} else if cfg.trigger.kind != triggerEvery {
-			return nil // nothing (more) available: Once and AvailableNow end
+			return nil // nothing (more) available: Once, AvailableNow and a scheduled pass end
 		}
 		if cfg.trigger.kind != triggerEvery {
 			continue
@@ -634,6 +683,9 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 	r.q.mu.last = &p
 	r.q.mu.Unlock()
 	r.log.Info("batch committed", "batchId", id, "inputRows", in, "outputRows", ex.outRows, "durationMs", total.Milliseconds(), "recovered", recovered)
+	for _, o := range r.cfg.observers {
+		o.committed(&p)
+	}
 	for _, fn := range r.cfg.listeners {
 		fn(p)
 	}

@@ -9,7 +9,23 @@ import (
 type Trigger struct {
 	kind     triggerKind
 	interval time.Duration
+	schedule Schedule
 }
+
+// Schedule says when a scheduled query runs next: the first tick strictly
+// after the given time. ParseCron and EverySchedule make one.
+type Schedule interface {
+	Next(after time.Time) time.Time
+	String() string
+}
+
+// Scheduled runs an AvailableNow pass at every tick of s — everything
+// available when the tick fires, in as many batches as the per-trigger
+// limits need — and sleeps in between. A pass still busy at the next tick
+// is never overlapped: the ticks it covered are skipped, and the next pass
+// starts at the first tick after it ends. Each pass shows in the progress
+// log as its batches.
+func Scheduled(s Schedule) Trigger { return Trigger{kind: triggerSchedule, schedule: s} }
 
 type triggerKind int
 
@@ -17,6 +33,7 @@ const (
 	triggerEvery triggerKind = iota
 	triggerOnce
 	triggerAvailableNow
+	triggerSchedule
 )
 
 // Every is the processing-time trigger: a batch starts every d (aligned to
@@ -41,6 +58,8 @@ func (t Trigger) String() string {
 		return "once"
 	case triggerAvailableNow:
 		return "available-now"
+	case triggerSchedule:
+		return "scheduled " + t.schedule.String()
 	default:
 		return fmt.Sprintf("every %s", t.interval)
 	}

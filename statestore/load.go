@@ -378,3 +378,63 @@ func releaseArrays(arrs []arrow.Array) {
 		}
 	}
 }
+
+// rechunk returns recs' rows, in order, as records of exactly size rows
+// (the last may be shorter). Snapshots are written this way so that their
+// bytes depend on the state alone, not on how fragmented the loads that
+// built them were.
+func rechunk(recs []arrow.RecordBatch, size int, schema *arrow.Schema, mem memory.Allocator) ([]arrow.RecordBatch, error) {
+	var out, group []arrow.RecordBatch
+	groupRows := 0
+	fail := func(err error) ([]arrow.RecordBatch, error) {
+		releaseAll(out)
+		releaseAll(group)
+		return nil, err
+	}
+	flush := func() error {
+		defer func() {
+			releaseAll(group)
+			group, groupRows = group[:0], 0
+		}()
+		switch len(group) {
+		case 0:
+			return nil
+		case 1:
+			group[0].Retain()
+			out = append(out, group[0])
+			return nil
+		}
+		cols := make([]arrow.Array, schema.NumFields())
+		defer releaseArrays(cols)
+		parts := make([]arrow.Array, len(group))
+		for c := range cols {
+			for p, r := range group {
+				parts[p] = r.Column(c)
+			}
+			a, err := array.Concatenate(parts, mem)
+			if err != nil {
+				return fmt.Errorf("rechunk column %q: %w", schema.Field(c).Name, err)
+			}
+			cols[c] = a
+		}
+		out = append(out, array.NewRecordBatch(schema, cols, int64(groupRows)))
+		return nil
+	}
+	for _, r := range recs {
+		for off := 0; off < int(r.NumRows()); {
+			n := min(int(r.NumRows())-off, size-groupRows)
+			group = append(group, slice(run{rec: r, start: off, n: n}))
+			groupRows += n
+			off += n
+			if groupRows == size {
+				if err := flush(); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return fail(err)
+	}
+	return out, nil
+}

@@ -22,6 +22,8 @@ type Store struct {
 	rowSchema *arrow.Schema // Join(key, value)
 	nkeys     int
 	mem       memory.Allocator
+
+	snapshotRows int // rows per record batch in a snapshot; tests shrink it
 }
 
 // Info summarizes a state folder.
@@ -49,6 +51,8 @@ func Open(ctx context.Context, st storage.Store, o Options) (*Store, error) {
 		rowSchema: Join(o.KeySchema, o.ValueSchema),
 		nkeys:     o.KeySchema.NumFields(),
 		mem:       o.Allocator,
+
+		snapshotRows: chunkRows,
 	}
 	if err := s.checkSchemaFile(ctx); err != nil {
 		return nil, err
@@ -315,7 +319,12 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 	if committed-l.snapshotAtOrBefore(committed) < int64(s.opts.SnapshotEvery) {
 		return nil
 	}
-	recs, err := s.load(ctx, committed, l)
+	loaded, err := s.load(ctx, committed, l)
+	if err != nil {
+		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
+	}
+	recs, err := rechunk(loaded, s.snapshotRows, s.rowSchema, s.mem)
+	releaseAll(loaded)
 	if err != nil {
 		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
 	}

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,9 @@ func TestLoadMatchesReplay(t *testing.T) {
 				mem := newMem(t)
 				ctx := context.Background()
 				snap := openTest(t, newLocal(t, t.TempDir()), mem, k, 1000)
+				snap.snapshotRows = 7
 				plain := openTest(t, newLocal(t, t.TempDir()), mem, k, 1000)
+				plain.snapshotRows = 7
 				rng := rand.New(rand.NewPCG(seed, uint64(k)))
 				model := map[string]row{}
 				var history []map[string]row
@@ -85,6 +88,7 @@ func TestLoadMatchesReplay(t *testing.T) {
 					if err := snap.Maintain(ctx, v); err != nil {
 						t.Fatal(err)
 					}
+					checkSnapshotChunks(t, snap, v)
 					got, want := loadRows(t, snap, v), loadRows(t, plain, v)
 					if !rowsEqual(got, want) {
 						t.Fatalf("version %d: snapshot load differs from replay\n%s", v, diff(got, want))
@@ -105,6 +109,19 @@ func TestLoadMatchesReplay(t *testing.T) {
 					if m := modelRows(history[v]); !rowsEqual(sortedRows(got), m) {
 						t.Fatalf("reload of version %d differs from model\n%s", v, diff(sortedRows(got), m))
 					}
+				}
+				// A snapshot's bytes depend on the state alone: one built
+				// from 30 deltas equals one built through 30/K snapshots.
+				if err := plain.Maintain(ctx, versions-1); err != nil {
+					t.Fatal(err)
+				}
+				a, errA := snap.st.Get(ctx, FileName(versions-1, true))
+				b, errB := plain.st.Get(ctx, FileName(versions-1, true))
+				if err := errors.Join(errA, errB); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(a, b) {
+					t.Fatalf("snapshots of version %d differ (%d and %d bytes) though the states are equal", versions-1, len(a), len(b))
 				}
 				if recs, err := snap.Load(ctx, -1); err != nil || len(recs) != 0 {
 					t.Fatalf("Load(-1) = %d records, %v; want the empty state", len(recs), err)
@@ -543,4 +560,24 @@ func TestStoreLevelCorruption(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// checkSnapshotChunks fails unless version's snapshot, if it has one, is
+// made of records of exactly snapshotRows rows (the last may be shorter).
+func checkSnapshotChunks(t *testing.T, s *Store, version int64) {
+	t.Helper()
+	f, err := s.readFile(context.Background(), version, kindSnapshot)
+	if errors.Is(err, ErrMissing) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.release()
+	recs := f.sections[0].recs
+	for i, r := range recs {
+		if n := int(r.NumRows()); n != s.snapshotRows && !(i == len(recs)-1 && n > 0 && n < s.snapshotRows) {
+			t.Fatalf("snapshot %d: record %d of %d has %d rows, want %d", version, i, len(recs), n, s.snapshotRows)
+		}
+	}
 }

@@ -28,7 +28,7 @@ type Store struct {
 
 // Info summarizes a state folder.
 type Info struct {
-	NewestVersion  int64 // newest version with a delta file; -1 when none
+	NewestVersion  int64 // newest version with a delta or snapshot file; -1 when none
 	NewestSnapshot int64 // newest version with a snapshot file; -1 when none
 	Files          int   // objects in the folder (schema, deltas, snapshots, others)
 	Bytes          int64 // their total size

@@ -80,8 +80,9 @@
 // "2006-01-02", timestamps as RFC 3339 in UTC with microseconds
 // ("2026-11-30T10:00:00.123000Z"; nanoseconds for timestamp[ns]), nulls as
 // null. Every record carries the header onceflow-batch with the batch id.
-// Record timestamps are the producer's clock (Kafka metadata, not part of
-// the row).
+// Record timestamps come from TimestampColumn, or else the producer's
+// clock (Kafka metadata, not part of the row; it differs between attempts
+// of a batch, of which only the committed one is visible).
 //
 // # At-least-once
 //

@@ -45,6 +45,7 @@ func rawSupported(t arrow.DataType) bool {
 // plan is the column layout of the output, fixed by the schema.
 type plan struct {
 	key   int   // -1: no key
+	ts    int   // -1: producer clock
 	value int   // ValueColumn index, -1 for JSON
 	cols  []int // JSON columns
 	names [][]byte
@@ -58,7 +59,7 @@ func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 }
 
 func (s *Sink) planFor(schema *arrow.Schema) (*plan, error) {
-	p := &plan{key: -1, value: -1}
+	p := &plan{key: -1, value: -1, ts: -1}
 	find := func(name, what string, ok func(arrow.DataType) bool) (int, error) {
 		idx := schema.FieldIndices(name)
 		if len(idx) != 1 {
@@ -72,6 +73,12 @@ func (s *Sink) planFor(schema *arrow.Schema) (*plan, error) {
 	var err error
 	if s.c.keyColumn != "" {
 		if p.key, err = find(s.c.keyColumn, "key", keySupported); err != nil {
+			return nil, err
+		}
+	}
+	if s.c.tsColumn != "" {
+		isTS := func(t arrow.DataType) bool { return t.ID() == arrow.TIMESTAMP }
+		if p.ts, err = find(s.c.tsColumn, "timestamp", isTS); err != nil {
 			return nil, err
 		}
 	}

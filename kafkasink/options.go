@@ -32,6 +32,7 @@ type config struct {
 	progressTopic string
 	timeout       time.Duration
 	keyColumn     string
+	tsColumn      string
 	value         valueKind
 	jsonColumns   []string
 	valueColumn   string
@@ -81,6 +82,12 @@ func TransactionTimeout(d time.Duration) Option { return func(c *config) { c.tim
 // KeyColumn takes each record's key from this column (utf8, binary or an
 // integer, written as decimal text); a null is a null key. Default: no key.
 func KeyColumn(name string) Option { return func(c *config) { c.keyColumn = name } }
+
+// TimestampColumn sets each record's Kafka timestamp from this column (a
+// timestamp of any unit; null keeps the producer's clock). Default: the
+// producer's clock, which differs between a batch's attempts (only the
+// committed attempt is ever visible).
+func TimestampColumn(name string) Option { return func(c *config) { c.tsColumn = name } }
 
 // ValueJSON writes each row as a JSON object of the named columns, or of
 // all columns when none are named (the default). See the package

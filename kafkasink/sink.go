@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -342,6 +343,11 @@ func (s *Sink) encode(batchID int64, schema *arrow.Schema, records []arrow.Recor
 			r := &kgo.Record{Topic: s.c.topic, Value: v, Headers: hdr}
 			if p.key >= 0 {
 				r.Key = keyOf(rec.Column(p.key), i)
+			}
+			if p.ts >= 0 {
+				if a := rec.Column(p.ts).(*array.Timestamp); a.IsValid(i) {
+					r.Timestamp = a.Value(i).ToTime(a.DataType().(*arrow.TimestampType).Unit)
+				}
 			}
 			out = append(out, r)
 			row++

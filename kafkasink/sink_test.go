@@ -155,7 +155,7 @@ func TestExactlyOnceAcrossRepeatsAndRestart(t *testing.T) {
 		t.Fatalf("skipped %d, want 1", s.Skipped())
 	}
 	// A restarted instance learns the last committed batch from the marker.
-	s2 := newSink(t, c)
+	s2 := newSink(t, c, TimestampColumn("at"))
 	start(t, s2, "q1")
 	if s2.LastCommitted() != 1 {
 		t.Fatalf("last committed %d, want 1", s2.LastCommitted())
@@ -179,6 +179,11 @@ func TestExactlyOnceAcrossRepeatsAndRestart(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no record encodes b0-0 as expected; values %q", values)
+	}
+	for _, r := range testenv.KafkaReadCommitted(t, c, "out", 0) {
+		if string(r.Key) == "b2-0" && !r.Timestamp.Equal(base) {
+			t.Errorf("b2-0 timestamp %v, want %v from TimestampColumn", r.Timestamp, base)
+		}
 	}
 	// A different query never shares the transactional id or its marker.
 	s3 := newSink(t, c)

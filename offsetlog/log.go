@@ -14,8 +14,8 @@ import (
 )
 
 const (
-	version   = "v1"
-	idDigits  = 20
+	version  = "v1"
+	idDigits = 20
 )
 
 // Log is the log of entries of type T under one folder of a store.

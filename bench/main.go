@@ -1,0 +1,513 @@
+// Command bench runs the Nexmark queries and the settlement aggregation
+// through the full onceflow engine (local checkpoint, write-ahead log, state
+// and sink commits every batch) and, in the same run, computes each answer
+// with DuckDB (and, for the aggregation, a plain Go map) over the same
+// events. It reports throughput, per-core throughput, batch and state
+// commit latencies and peak memory, and exits non-zero when a streamed
+// answer differs from a reference.
+//
+// It is its own module so that the engine's users never download DuckDB:
+//
+//	cd bench && go run . -events 10000000 -rows 10000000
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/storage"
+)
+
+type config struct {
+	events      int64
+	rows        int64
+	merchants   int64
+	batchEvents int64
+	batchRows   int64
+	partitions  int
+	duckThreads []int
+	queries     []string
+	dir         string
+	cpuProfile  string
+	isolate     bool
+	jsonOut     bool
+	child       bool
+}
+
+func parseFlags(args []string) (*config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	c := &config{}
+	fs.Int64Var(&c.events, "events", 10_000_000, "Nexmark events (all kinds; bids are 46 of every 50) for q0-q7")
+	fs.Int64Var(&c.rows, "rows", 10_000_000, "payment rows for the settlement aggregation")
+	fs.Int64Var(&c.merchants, "merchants", 100_000, "distinct merchants (keys) of the aggregation")
+	fs.Int64Var(&c.batchEvents, "batch-events", 500_000, "Nexmark events per engine batch (max per trigger)")
+	fs.Int64Var(&c.batchRows, "batch-rows", 500_000, "payment rows per engine batch (max per trigger)")
+	fs.IntVar(&c.partitions, "partitions", engine.DefaultStatePartitions, "state partitions of stateful queries")
+	threads := fs.String("duckdb-threads", "1,2", "DuckDB thread counts to run each reference with")
+	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg", "workloads to run")
+	fs.StringVar(&c.dir, "dir", "", "parent directory of the checkpoints (default: a temporary directory)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each engine run to PREFIX-<query>.pprof")
+	fs.BoolVar(&c.isolate, "isolate", true, "run each workload in its own process, so peak memory is its own")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON instead of a table")
+	fs.BoolVar(&c.child, "child", false, "internal: run one workload and print its result as JSON")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, t := range strings.Split(*threads, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(t))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-duckdb-threads: %q is not a positive number", t)
+		}
+		c.duckThreads = append(c.duckThreads, n)
+	}
+	known := map[string]bool{}
+	for _, w := range workloads() {
+		known[w.name] = true
+	}
+	for _, q := range strings.Split(*queries, ",") {
+		q = strings.TrimSpace(q)
+		if !known[q] {
+			return nil, fmt.Errorf("-queries: unknown workload %q", q)
+		}
+		c.queries = append(c.queries, q)
+	}
+	if c.events < 1 || c.rows < 1 || c.merchants < 1 || c.batchEvents < 1 || c.batchRows < 1 {
+		return nil, fmt.Errorf("-events, -rows, -merchants, -batch-events and -batch-rows must be positive")
+	}
+	return c, nil
+}
+
+func main() {
+	c, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	var results []*result
+	if c.isolate && !c.child && len(c.queries) > 1 {
+		results, err = runChildren(ctx, c)
+	} else {
+		results, err = runAll(ctx, c)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	switch {
+	case c.child || c.jsonOut:
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	default:
+		printTable(os.Stdout, c, results)
+	}
+	for _, r := range results {
+		if !r.Agree {
+			fmt.Fprintf(os.Stderr, "bench: %s: the streamed answer differs from a reference\n", r.Workload)
+			os.Exit(1)
+		}
+	}
+}
+
+// runChildren runs each workload in a child process of this binary.
+func runChildren(ctx context.Context, c *config) ([]*result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var out []*result
+	for _, q := range c.queries {
+		cmd := exec.CommandContext(ctx, exe, childArgs(os.Args[1:], q)...)
+		cmd.Stderr = os.Stderr
+		b, err := cmd.Output()
+		var rs []*result
+		if jerr := json.Unmarshal(b, &rs); jerr != nil {
+			if err != nil {
+				return out, fmt.Errorf("%s: %w", q, err)
+			}
+			return out, fmt.Errorf("%s: child output: %w", q, jerr)
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+// childArgs is the parent's arguments with -queries replaced by q.
+func childArgs(parent []string, q string) []string {
+	out := []string{"-child", "-queries", q}
+	for i := 0; i < len(parent); i++ {
+		a := strings.TrimPrefix(parent[i], "-")
+		a = strings.TrimPrefix(a, "-")
+		switch {
+		case a == "queries":
+			i++ // and its value
+		case strings.HasPrefix(a, "queries="):
+		default:
+			out = append(out, parent[i])
+		}
+	}
+	return out
+}
+
+// runAll runs the selected workloads in this process.
+func runAll(ctx context.Context, c *config) ([]*result, error) {
+	r := &runner{cfg: c, ducks: map[input]*loadedDuck{}}
+	defer r.close()
+	var out []*result
+	for _, w := range workloads() {
+		if !contains(c.queries, w.name) {
+			continue
+		}
+		res, err := r.run(ctx, w)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", w.name, err)
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// result is one workload's figures.
+type result struct {
+	Workload  string      `json:"workload"`
+	What      string      `json:"what"`
+	Events    int64       `json:"events"`
+	InputRows int64       `json:"inputRows"`
+	Batches   int         `json:"batches"`
+	Onceflow  engineStats `json:"onceflow"`
+	// SourceOnly is the input generator alone (reading every record,
+	// nothing else): the share of the engine's time that is data
+	// generation, which the references do not pay.
+	SourceOnly throughput `json:"sourceOnly"`
+	References []refStats `json:"references"`
+	Answer     string     `json:"answer"`
+	Agree      bool       `json:"agree"`
+}
+
+type throughput struct {
+	WallS          float64 `json:"wallS"`
+	CPUS           float64 `json:"cpuS"`
+	EventsPerS     float64 `json:"eventsPerS"`
+	EventsPerCoreS float64 `json:"eventsPerCoreS"`
+}
+
+func newThroughput(events int64, wall, cpu time.Duration) throughput {
+	t := throughput{WallS: wall.Seconds(), CPUS: cpu.Seconds()}
+	if wall > 0 {
+		t.EventsPerS = float64(events) / wall.Seconds()
+	}
+	if cpu > 0 {
+		t.EventsPerCoreS = float64(events) / cpu.Seconds()
+	}
+	return t
+}
+
+type engineStats struct {
+	throughput
+	BatchP50Ms       int64   `json:"batchP50Ms"`
+	BatchP99Ms       int64   `json:"batchP99Ms"`
+	StateCommitP50Ms int64   `json:"stateCommitP50Ms"`
+	StateCommitP99Ms int64   `json:"stateCommitP99Ms"`
+	PeakRSSMB        float64 `json:"peakRssMB"`
+}
+
+type refStats struct {
+	Name string `json:"name"`
+	throughput
+	// LoadS is the time to load the events into DuckDB (appender), not
+	// counted in the throughput, which is the query alone.
+	LoadS float64 `json:"loadS,omitempty"`
+	// Ratio is onceflow's events/s over the reference's; RatioPerCore the
+	// same per CPU-second.
+	Ratio        float64 `json:"ratio"`
+	RatioPerCore float64 `json:"ratioPerCore"`
+	Agree        bool    `json:"agree"`
+	Diff         string  `json:"diff,omitempty"`
+}
+
+type loadedDuck struct {
+	d     *duck
+	loadS float64
+}
+
+type runner struct {
+	cfg   *config
+	ducks map[input]*loadedDuck
+}
+
+func (r *runner) close() {
+	for _, d := range r.ducks {
+		d.d.close()
+	}
+}
+
+func (r *runner) run(ctx context.Context, w workload) (*result, error) {
+	c := r.cfg
+	res := &result{Workload: w.name, What: w.what, Agree: true}
+
+	// The generator alone.
+	src, events, err := newSource(c, w.input)
+	if err != nil {
+		return nil, err
+	}
+	res.Events = events
+	sp := start()
+	var rows int64
+	err = src.Read(ctx, mustJSON(src.InitialOffset(ctx)), endOffset(w.input, events), func(rec arrow.RecordBatch) error {
+		rows += rec.NumRows()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("source alone: %w", err)
+	}
+	wall, cpu := sp.stop()
+	res.SourceOnly = newThroughput(events, wall, cpu)
+	res.InputRows = rows
+	runtime.GC()
+
+	// The engine.
+	got, err := r.runEngine(ctx, w, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Answer = got.summary()
+
+	// DuckDB, once per thread count.
+	ld, err := r.duck(ctx, w.input)
+	if err != nil {
+		return nil, err
+	}
+	for _, th := range c.duckThreads {
+		wall, cpu, err := ld.d.timedQuery(ctx, th, w.sql(c))
+		if err != nil {
+			return nil, err
+		}
+		scan, ans := w.scan(c)
+		if err := ld.d.rows(ctx, scan); err != nil {
+			return nil, err
+		}
+		res.addRef(fmt.Sprintf("duckdb-%dt", th), events, wall, cpu, ld.loadS, got, ans())
+	}
+
+	// A plain Go loop.
+	if w.goRef != nil {
+		next, err := inputRecords(ctx, c, w.input)
+		if err != nil {
+			return nil, err
+		}
+		var recs []arrow.RecordBatch
+		for rec := next(); rec != nil; rec = next() {
+			recs = append(recs, rec)
+		}
+		runtime.GC()
+		sp := start()
+		ans := w.goRef(recs)
+		wall, cpu := sp.stop()
+		for _, rec := range recs {
+			rec.Release()
+		}
+		res.addRef("go-map", events, wall, cpu, 0, got, ans)
+	}
+	return res, nil
+}
+
+func (res *result) addRef(name string, events int64, wall, cpu time.Duration, loadS float64, got, ref answer) {
+	rs := refStats{Name: name, throughput: newThroughput(events, wall, cpu), LoadS: loadS}
+	if rs.EventsPerS > 0 {
+		rs.Ratio = res.Onceflow.EventsPerS / rs.EventsPerS
+	}
+	if rs.EventsPerCoreS > 0 {
+		rs.RatioPerCore = res.Onceflow.EventsPerCoreS / rs.EventsPerCoreS
+	}
+	rs.Diff = got.diff(ref)
+	rs.Agree = rs.Diff == ""
+	if !rs.Agree {
+		res.Agree = false
+	}
+	res.References = append(res.References, rs)
+}
+
+func mustJSON(b json.RawMessage, err error) json.RawMessage {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func endOffset(in input, events int64) json.RawMessage {
+	if in == payments {
+		return json.RawMessage(fmt.Sprintf(`{"rows":%d}`, events))
+	}
+	return json.RawMessage(fmt.Sprintf(`{"events":%d}`, events))
+}
+
+// runEngine runs w through the engine on a fresh local checkpoint with the
+// AvailableNow trigger and returns the sink's answer.
+func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer, error) {
+	c := r.cfg
+	dir, err := os.MkdirTemp(c.dir, "onceflow-bench-"+w.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	store, err := storage.OpenLocal(dir, storage.LocalOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	src, events, err := newSource(c, w.input)
+	if err != nil {
+		return nil, err
+	}
+	sink := w.sink(c)
+	var batchMs, commitMs []int64
+	var inRows int64
+	q, err := engine.NewQuery(w.stream(src),
+		engine.WithName("bench-"+w.name),
+		engine.WithCheckpoint(store),
+		engine.WithSink(sink),
+		engine.WithTrigger(engine.AvailableNow()),
+		engine.WithOutputMode(w.mode),
+		engine.WithStatePartitions(c.partitions),
+		engine.WithProgressListener(func(p engine.Progress) {
+			batchMs = append(batchMs, p.BatchDurationMs)
+			if v, ok := p.DurationMs[engine.PhaseStateCommit]; ok {
+				commitMs = append(commitMs, v)
+			}
+			inRows += p.NumInputRows
+		}))
+	if err != nil {
+		return nil, err
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile + "-" + w.name + ".pprof")
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+	}
+	runtime.GC()
+	sp := start()
+	err = q.Run(ctx)
+	wall, cpu := sp.stop()
+	if c.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine run: %w", err)
+	}
+	if inRows != res.InputRows {
+		return nil, fmt.Errorf("engine read %d rows, the source holds %d", inRows, res.InputRows)
+	}
+	res.Batches = len(batchMs)
+	res.Onceflow = engineStats{
+		throughput:       newThroughput(events, wall, cpu),
+		BatchP50Ms:       percentile(batchMs, 50),
+		BatchP99Ms:       percentile(batchMs, 99),
+		StateCommitP50Ms: percentile(commitMs, 50),
+		StateCommitP99Ms: percentile(commitMs, 99),
+		PeakRSSMB:        peakRSSMB(),
+	}
+	return sink.answer(), nil
+}
+
+// duck returns a DuckDB database holding the input, loading it the first
+// time.
+func (r *runner) duck(ctx context.Context, in input) (*loadedDuck, error) {
+	if ld, ok := r.ducks[in]; ok {
+		return ld, nil
+	}
+	d, err := openDuck(ctx)
+	if err != nil {
+		return nil, err
+	}
+	next, err := inputRecords(ctx, r.cfg, in)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	sp := start()
+	if in == payments {
+		err = d.load(ctx, "payments", paymentsDDL, next, paymentRow(3, 4))
+	} else {
+		err = d.load(ctx, "bids", bidsDDL, next, bidRow)
+	}
+	wall, _ := sp.stop()
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	ld := &loadedDuck{d: d, loadS: wall.Seconds()}
+	r.ducks[in] = ld
+	return ld, nil
+}
+
+func printTable(w io.Writer, c *config, results []*result) {
+	fmt.Fprintf(w, "onceflow bench — %s, GOMAXPROCS %d, %d Nexmark events, %d payment rows over %d merchants, %d events/batch, %d rows/batch\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOMAXPROCS(0), c.events, c.rows, c.merchants, c.batchEvents, c.batchRows)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "query\tbatches\tev/s\tev/s/core\tbatch p50/p99 ms\tcommit p50/p99 ms\tpeak MB\tsource-only ev/s/core\treference\tref ev/s\tref ev/s/core\tratio\tratio/core\tload s\tagree\t")
+	for _, r := range results {
+		o := r.Onceflow
+		for i, ref := range r.References {
+			lead := fmt.Sprintf("%s\t%d\t%s\t%s\t%d/%d\t%d/%d\t%.0f\t%s", r.Workload, r.Batches, human(o.EventsPerS), human(o.EventsPerCoreS),
+				o.BatchP50Ms, o.BatchP99Ms, o.StateCommitP50Ms, o.StateCommitP99Ms, o.PeakRSSMB, human(r.SourceOnly.EventsPerCoreS))
+			if i > 0 {
+				lead = "\t\t\t\t\t\t\t"
+			}
+			agree := "yes"
+			if !ref.Agree {
+				agree = "NO: " + ref.Diff
+			}
+			load := "-"
+			if ref.LoadS > 0 {
+				load = fmt.Sprintf("%.1f", ref.LoadS)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t\n", lead, ref.Name, human(ref.EventsPerS), human(ref.EventsPerCoreS), ref.Ratio, ref.RatioPerCore, load, agree)
+		}
+	}
+	tw.Flush()
+	for _, r := range results {
+		fmt.Fprintf(w, "%s: %s — %s\n", r.Workload, r.What, r.Answer)
+	}
+}
+
+func human(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// answer is what a workload computes, in a form that a streamed result and
+// a reference can be compared in.
+type answer interface {
+	// diff describes how a differs from ref, or returns "" when they agree.
+	diff(ref answer) string
+	summary() string
+}
+
+// resultSink is a sink that keeps what it needs to compute the workload's
+// answer. Every one is idempotent in the batch id.
+type resultSink interface {
+	AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error
+	answer() answer
+}
+
+// ---- checksums of a stateless query's output ----
+
+type colKind int
+
+const (
+	kInt   colKind = iota // sum of values
+	kFloat                // sum of values (float64)
+	kTime                 // sum of (milliseconds - base)
+	kStr                  // sum of byte lengths
+)
+
+type colSum struct {
+	name string
+	kind colKind
+}
+
+// checksum summarises rows: their count and one sum per column.
+type checksum struct {
+	rows   int64
+	ints   []int64
+	floats []float64
+	cols   []colSum
+}
+
+func (c checksum) summary() string {
+	s := fmt.Sprintf("%d rows", c.rows)
+	for i, col := range c.cols {
+		if col.kind == kFloat {
+			s += fmt.Sprintf(", %s %.6g", col.name, c.floats[i])
+		} else {
+			s += fmt.Sprintf(", %s %d", col.name, c.ints[i])
+		}
+	}
+	return s
+}
+
+func (c checksum) diff(ref answer) string {
+	r, ok := ref.(checksum)
+	if !ok {
+		return fmt.Sprintf("reference is a %T", ref)
+	}
+	if c.rows != r.rows {
+		return fmt.Sprintf("rows %d, reference %d", c.rows, r.rows)
+	}
+	for i, col := range c.cols {
+		if col.kind == kFloat {
+			a, b := c.floats[i], r.floats[i]
+			if math.Abs(a-b) > 1e-9*math.Max(math.Abs(a), math.Abs(b)) {
+				return fmt.Sprintf("sum of %s %.17g, reference %.17g", col.name, a, b)
+			}
+			continue
+		}
+		if c.ints[i] != r.ints[i] {
+			return fmt.Sprintf("checksum of %s %d, reference %d", col.name, c.ints[i], r.ints[i])
+		}
+	}
+	return ""
+}
+
+func newChecksum(cols []colSum) checksum {
+	return checksum{cols: cols, ints: make([]int64, len(cols)), floats: make([]float64, len(cols))}
+}
+
+func (c *checksum) add(o checksum) {
+	c.rows += o.rows
+	for i := range c.cols {
+		c.ints[i] += o.ints[i]
+		c.floats[i] += o.floats[i]
+	}
+}
+
+// checksumRecords computes the checksum of records, whose schema must have
+// the columns of cols with the kinds' types.
+func checksumRecords(cols []colSum, baseMs int64, records []arrow.RecordBatch) (checksum, error) {
+	c := newChecksum(cols)
+	for _, rec := range records {
+		c.rows += rec.NumRows()
+		for i, col := range cols {
+			idx := rec.Schema().FieldIndices(col.name)
+			if len(idx) != 1 {
+				return c, fmt.Errorf("checksum: no column %q in %s", col.name, rec.Schema())
+			}
+			arr := rec.Column(idx[0])
+			if arr.NullN() > 0 {
+				return c, fmt.Errorf("checksum: column %q has nulls", col.name)
+			}
+			switch a := arr.(type) {
+			case *array.Int64:
+				for _, v := range a.Int64Values() {
+					c.ints[i] += v
+				}
+			case *array.Float64:
+				for _, v := range a.Float64Values() {
+					c.floats[i] += v
+				}
+			case *array.Timestamp:
+				mult := int64(a.DataType().(*arrow.TimestampType).Unit.Multiplier()) // ns per unit
+				for _, v := range a.TimestampValues() {
+					c.ints[i] += int64(v)*mult/1e6 - baseMs
+				}
+			case *array.String:
+				offs := a.ValueOffsets()
+				c.ints[i] += int64(offs[len(offs)-1] - offs[0])
+			default:
+				return c, fmt.Errorf("checksum: column %q is %s", col.name, arr.DataType())
+			}
+		}
+	}
+	return c, nil
+}
+
+// checksumSink keeps one checksum per batch id: a repeated batch replaces
+// its own entry, so repeats are harmless.
+type checksumSink struct {
+	cols   []colSum
+	baseMs int64
+	mu     sync.Mutex
+	byID   map[int64]checksum
+}
+
+func newChecksumSink(cols []colSum, baseMs int64) *checksumSink {
+	return &checksumSink{cols: cols, baseMs: baseMs, byID: map[int64]checksum{}}
+}
+
+func (s *checksumSink) Description() string { return "bench-checksum" }
+
+func (s *checksumSink) AddBatch(_ context.Context, batchID int64, _ *arrow.Schema, records []arrow.RecordBatch) error {
+	c, err := checksumRecords(s.cols, s.baseMs, records)
+	if err != nil {
+		return fmt.Errorf("batch %d: %w", batchID, err)
+	}
+	s.mu.Lock()
+	s.byID[batchID] = c
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *checksumSink) answer() answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]int64, 0, len(s.byID))
+	for id := range s.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	total := newChecksum(s.cols)
+	for _, id := range ids {
+		total.add(s.byID[id])
+	}
+	return total
+}
+
+// ---- the settlement aggregation: exact totals per merchant ----
+
+type totals struct{ sum, count int64 }
+
+type groupTotals map[string]totals
+
+func (g groupTotals) summary() string {
+	var sum, count int64
+	for _, t := range g {
+		sum, count = sum+t.sum, count+t.count
+	}
+	return fmt.Sprintf("%d groups, %d rows, total %d", len(g), count, sum)
+}
+
+func (g groupTotals) diff(ref answer) string {
+	r, ok := ref.(groupTotals)
+	if !ok {
+		return fmt.Sprintf("reference is a %T", ref)
+	}
+	if len(g) != len(r) {
+		return fmt.Sprintf("%d groups, reference %d", len(g), len(r))
+	}
+	var bad []string
+	for k, v := range g {
+		if rv, ok := r[k]; !ok || rv != v {
+			bad = append(bad, fmt.Sprintf("%s: %+v, reference %+v", k, v, rv))
+		}
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return fmt.Sprintf("%d groups differ, first %s", len(bad), bad[0])
+	}
+	return ""
+}
+
+// totalsSink keeps the newest (sum, count) of each group of an update-mode
+// aggregation. Update rows carry a group's full value, and a batch id at or
+// below the last one seen is a repeat and is skipped.
+type totalsSink struct {
+	key, sum, count string
+	mu              sync.Mutex
+	last            int64
+	groups          groupTotals
+}
+
+func newTotalsSink(key, sum, count string) *totalsSink {
+	return &totalsSink{key: key, sum: sum, count: count, last: -1, groups: groupTotals{}}
+}
+
+func (s *totalsSink) Description() string { return "bench-totals" }
+
+func (s *totalsSink) AddBatch(_ context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if batchID <= s.last {
+		return nil
+	}
+	ki, si, ci := schema.FieldIndices(s.key), schema.FieldIndices(s.sum), schema.FieldIndices(s.count)
+	if len(ki) != 1 || len(si) != 1 || len(ci) != 1 {
+		return fmt.Errorf("batch %d: want columns %s, %s, %s in %s", batchID, s.key, s.sum, s.count, schema)
+	}
+	for _, rec := range records {
+		keys, ok1 := rec.Column(ki[0]).(*array.String)
+		sums, ok2 := rec.Column(si[0]).(*array.Int64)
+		counts, ok3 := rec.Column(ci[0]).(*array.Int64)
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("batch %d: columns are %s, %s, %s", batchID, rec.Column(ki[0]).DataType(), rec.Column(si[0]).DataType(), rec.Column(ci[0]).DataType())
+		}
+		for i := 0; i < keys.Len(); i++ {
+			t := totals{sum: sums.Value(i), count: counts.Value(i)}
+			k := keys.Value(i)
+			if _, ok := s.groups[k]; ok {
+				s.groups[k] = t // no allocation: the key exists
+			} else {
+				s.groups[string([]byte(k))] = t // copy: k points into the record
+			}
+		}
+	}
+	s.last = batchID
+	return nil
+}
+
+func (s *totalsSink) answer() answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.groups
+}
+
+// ---- windowed answers (q5, q7) ----
+
+// windowKey is a window start (Unix ms) and a group key.
+type windowKey struct{ start, key int64 }
+
+// windowValues keeps the newest value of each (window, key) of an
+// update-mode windowed aggregation.
+type windowValues map[windowKey]int64
+
+// hotItems is Nexmark q5's answer: per window, the highest bid count, how
+// many auctions reach it and the sum of their ids.
+type hotItems map[int64][3]int64
+
+func (h hotItems) summary() string {
+	var bids int64
+	for _, v := range h {
+		bids += v[0]
+	}
+	return fmt.Sprintf("%d windows, sum of top counts %d", len(h), bids)
+}
+
+func (h hotItems) diff(ref answer) string { return diffWindows(h, ref) }
+
+// maxPrices is the aggregation of Nexmark q7: the highest price per window.
+type maxPrices map[int64][3]int64
+
+func (m maxPrices) summary() string {
+	var s int64
+	for _, v := range m {
+		s += v[0]
+	}
+	return fmt.Sprintf("%d windows, sum of max prices %d", len(m), s)
+}
+
+func (m maxPrices) diff(ref answer) string { return diffWindows(m, ref) }
+
+func diffWindows[M ~map[int64][3]int64](a M, ref answer) string {
+	r, ok := ref.(M)
+	if !ok {
+		return fmt.Sprintf("reference is a %T", ref)
+	}
+	if len(a) != len(r) {
+		return fmt.Sprintf("%d windows, reference %d", len(a), len(r))
+	}
+	var bad []int64
+	for w, v := range a {
+		if r[w] != v {
+			bad = append(bad, w)
+		}
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return fmt.Sprintf("%d windows differ, first at %d: %v, reference %v", len(bad), bad[0], a[bad[0]], r[bad[0]])
+	}
+	return ""
+}
+
+// topPerWindow reduces (window, auction) → count to q5's answer.
+func topPerWindow(v windowValues) hotItems {
+	out := hotItems{}
+	for k, c := range v {
+		cur, ok := out[k.start]
+		switch {
+		case !ok || c > cur[0]:
+			out[k.start] = [3]int64{c, 1, k.key}
+		case c == cur[0]:
+			out[k.start] = [3]int64{c, cur[1] + 1, cur[2] + k.key}
+		}
+	}
+	return out
+}
+
+// windowSink keeps the newest value per (window_start, key) of an
+// update-mode windowed aggregation; key "" means the window alone.
+type windowSink struct {
+	key, value string
+	reduce     func(windowValues) answer
+	mu         sync.Mutex
+	last       int64
+	vals       windowValues
+}
+
+func newWindowSink(key, value string, reduce func(windowValues) answer) *windowSink {
+	return &windowSink{key: key, value: value, reduce: reduce, last: -1, vals: windowValues{}}
+}
+
+func (s *windowSink) Description() string { return "bench-windows" }
+
+func (s *windowSink) AddBatch(_ context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if batchID <= s.last {
+		return nil
+	}
+	wi, vi := schema.FieldIndices("window_start"), schema.FieldIndices(s.value)
+	if len(wi) != 1 || len(vi) != 1 {
+		return fmt.Errorf("batch %d: want window_start and %s in %s", batchID, s.value, schema)
+	}
+	ki := []int{-1}
+	if s.key != "" {
+		if ki = schema.FieldIndices(s.key); len(ki) != 1 {
+			return fmt.Errorf("batch %d: want %s in %s", batchID, s.key, schema)
+		}
+	}
+	for _, rec := range records {
+		ws, ok := rec.Column(wi[0]).(*array.Timestamp)
+		vals, ok2 := rec.Column(vi[0]).(*array.Int64)
+		if !ok || !ok2 {
+			return fmt.Errorf("batch %d: window_start %s, %s %s", batchID, rec.Column(wi[0]).DataType(), s.value, rec.Column(vi[0]).DataType())
+		}
+		mult := int64(ws.DataType().(*arrow.TimestampType).Unit.Multiplier())
+		var keys *array.Int64
+		if ki[0] >= 0 {
+			if keys, ok = rec.Column(ki[0]).(*array.Int64); !ok {
+				return fmt.Errorf("batch %d: %s is %s", batchID, s.key, rec.Column(ki[0]).DataType())
+			}
+		}
+		for i := 0; i < ws.Len(); i++ {
+			k := windowKey{start: int64(ws.Value(i)) * mult / 1e6}
+			if keys != nil {
+				k.key = keys.Value(i)
+			}
+			s.vals[k] = vals.Value(i)
+		}
+	}
+	s.last = batchID
+	return nil
+}
+
+func (s *windowSink) answer() answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reduce(s.vals)
+}
+
+func maxPerWindow(v windowValues) answer {
+	out := maxPrices{}
+	for k, p := range v {
+		out[k.start] = [3]int64{p}
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/source/nexmark"
+	"github.com/onceflow/onceflow/source/rate"
+)
+
+// input is the data a workload reads.
+type input int
+
+const (
+	nexmarkBids input = iota // Nexmark bids (bids-only mode), table bids
+	payments                 // rate rows keyed by merchant, table payments
+)
+
+// workload is one benchmark query: its engine definition, a sink that
+// keeps its answer, and the reference query computing the same answer.
+type workload struct {
+	name   string
+	what   string
+	input  input
+	stream func(src engine.Source) *engine.Stream
+	mode   engine.OutputMode
+	sink   func(c *config) resultSink
+	// sql is the DuckDB query over table bids or payments.
+	sql func(c *config) string
+	// scan reads DuckDB's result rows into an answer.
+	scan func(c *config) (func(*sql.Rows) error, func() answer)
+	// goRef, if set, computes the answer with a plain Go loop over the
+	// input records.
+	goRef func(recs []arrow.RecordBatch) answer
+}
+
+var baseMs = nexmark.DefaultBaseTime().UnixMilli()
+
+func checksumWorkload(name, what string, cols []colSum, inner string, stream func(s *engine.Stream) *engine.Stream) workload {
+	return workload{
+		name:   name,
+		what:   what,
+		input:  nexmarkBids,
+		stream: func(src engine.Source) *engine.Stream { return stream(engine.ReadStream(src)) },
+		mode:   engine.Append,
+		sink:   func(*config) resultSink { return newChecksumSink(cols, baseMs) },
+		sql:    func(*config) string { return checksumSQL(inner, cols, baseMs) },
+		scan:   func(*config) (func(*sql.Rows) error, func() answer) { return scanChecksum(cols) },
+	}
+}
+
+func col(name string) batch.Named { return batch.As(batch.Col(name), name) }
+
+// workloads returns every workload, in the order they run.
+func workloads() []workload {
+	q0cols := []colSum{{"auction", kInt}, {"bidder", kInt}, {"price", kInt}, {"channel", kStr}, {"url", kStr}, {"date_time", kTime}, {"extra", kStr}}
+	q1cols := []colSum{{"auction", kInt}, {"bidder", kInt}, {"price", kFloat}, {"date_time", kTime}, {"extra", kStr}}
+	q2cols := []colSum{{"auction", kInt}, {"price", kInt}}
+	return []workload{
+		checksumWorkload("q0", "pass-through of every bid column", q0cols,
+			"SELECT auction, bidder, price, channel, url, date_time, extra FROM bids",
+			func(s *engine.Stream) *engine.Stream {
+				return s.Select(col("auction"), col("bidder"), col("price"), col("channel"), col("url"), col("date_time"), col("extra"))
+			}),
+		checksumWorkload("q1", "currency conversion: 0.908 * price (float64)", q1cols,
+			"SELECT auction, bidder, 0.908::DOUBLE * price AS price, date_time, extra FROM bids",
+			func(s *engine.Stream) *engine.Stream {
+				return s.Select(col("auction"), col("bidder"), batch.As(batch.Mul(batch.Lit(0.908), batch.Col("price")), "price"), col("date_time"), col("extra"))
+			}),
+		checksumWorkload("q2", "selection: auction % 123 = 0", q2cols,
+			"SELECT auction, price FROM bids WHERE auction % 123 = 0",
+			func(s *engine.Stream) *engine.Stream {
+				return s.Where(batch.Eq(batch.Mod(batch.Col("auction"), batch.Lit(123)), batch.Lit(0))).Select(col("auction"), col("price"))
+			}),
+		{
+			name:  "q5",
+			what:  "hot items: bids per auction over sliding 10s/2s windows, top auctions per window",
+			input: nexmarkBids,
+			stream: func(src engine.Source) *engine.Stream {
+				return engine.ReadStream(src).WithWatermark("date_time", 0).
+					GroupByWindow(engine.SlidingWindow("date_time", 10*time.Second, 2*time.Second), "auction").ID("q5").
+					Agg(batch.Count("*").Named("bids"))
+			},
+			mode: engine.Update,
+			sink: func(*config) resultSink {
+				return newWindowSink("auction", "bids", func(v windowValues) answer { return topPerWindow(v) })
+			},
+			sql: func(*config) string {
+				return `WITH counts AS (
+  SELECT (epoch_ms(date_time) // 2000) * 2000 - r.k * 2000 AS ws, auction, count(*) AS c
+  FROM bids, range(0, 5) r(k) GROUP BY ALL
+), ranked AS (SELECT ws, auction, c, max(c) OVER (PARTITION BY ws) AS m FROM counts)
+SELECT ws, max(c)::BIGINT, count(*)::BIGINT, sum(auction)::BIGINT FROM ranked WHERE c = m GROUP BY ws`
+			},
+			scan: func(*config) (func(*sql.Rows) error, func() answer) {
+				h := hotItems{}
+				return func(rs *sql.Rows) error {
+					var ws int64
+					var v [3]int64
+					if err := rs.Scan(&ws, &v[0], &v[1], &v[2]); err != nil {
+						return err
+					}
+					h[ws] = v
+					return nil
+				}, func() answer { return h }
+			},
+		},
+		{
+			name:  "q7",
+			what:  "highest bid: max price per tumbling 10s window",
+			input: nexmarkBids,
+			stream: func(src engine.Source) *engine.Stream {
+				return engine.ReadStream(src).WithWatermark("date_time", 0).
+					GroupByWindow(engine.TumblingWindow("date_time", 10*time.Second)).ID("q7").
+					Agg(batch.Max("price").Named("max_price"))
+			},
+			mode: engine.Update,
+			sink: func(*config) resultSink { return newWindowSink("", "max_price", maxPerWindow) },
+			sql: func(*config) string {
+				return "SELECT (epoch_ms(date_time) // 10000) * 10000 AS ws, max(price)::BIGINT FROM bids GROUP BY ws"
+			},
+			scan: func(*config) (func(*sql.Rows) error, func() answer) {
+				m := maxPrices{}
+				return func(rs *sql.Rows) error {
+					var ws, p int64
+					if err := rs.Scan(&ws, &p); err != nil {
+						return err
+					}
+					m[ws] = [3]int64{p}
+					return nil
+				}, func() answer { return m }
+			},
+		},
+		{
+			name:  "agg",
+			what:  "settlement: sum and count of amount_cents per merchant (rate source keys)",
+			input: payments,
+			stream: func(src engine.Source) *engine.Stream {
+				return engine.ReadStream(src).GroupBy("key").ID("settlement").
+					Agg(batch.Sum("amount_cents").Named("total_cents"), batch.Count("*").Named("payments"))
+			},
+			mode: engine.Update,
+			sink: func(*config) resultSink { return newTotalsSink("key", "total_cents", "payments") },
+			sql: func(*config) string {
+				return "SELECT key, sum(amount_cents)::BIGINT, count(*)::BIGINT FROM payments GROUP BY key"
+			},
+			scan: func(*config) (func(*sql.Rows) error, func() answer) {
+				g := groupTotals{}
+				return func(rs *sql.Rows) error {
+					var k string
+					var t totals
+					if err := rs.Scan(&k, &t.sum, &t.count); err != nil {
+						return err
+					}
+					g[k] = t
+					return nil
+				}, func() answer { return g }
+			},
+			goRef: goMapTotals,
+		},
+	}
+}
+
+// goMapTotals is the plain-Go reference of the settlement aggregation: one
+// map lookup per row.
+func goMapTotals(recs []arrow.RecordBatch) answer {
+	type acc struct{ sum, count int64 }
+	m := make(map[string]*acc)
+	for _, rec := range recs {
+		keys := rec.Column(3).(*array.String)
+		amounts := rec.Column(4).(*array.Int64).Int64Values()
+		for i, amt := range amounts {
+			a := m[keys.Value(i)]
+			if a == nil {
+				a = &acc{}
+				m[string([]byte(keys.Value(i)))] = a
+			}
+			a.sum += amt
+			a.count++
+		}
+	}
+	out := make(groupTotals, len(m))
+	for k, a := range m {
+		out[k] = totals{sum: a.sum, count: a.count}
+	}
+	return out
+}
+
+// newSource returns a fresh source of the workload's input and the number
+// of events it holds (Nexmark event numbers, or payment rows).
+func newSource(c *config, in input) (engine.Source, int64, error) {
+	switch in {
+	case nexmarkBids:
+		s, err := nexmark.New(nexmark.WithBidsOnly(), nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
+		return s, c.events, err
+	case payments:
+		// The rate source is clock-driven: a clock that stands at the
+		// start while New runs and then jumps rows/1e6 seconds later
+		// makes exactly c.rows rows available, so AvailableNow ends.
+		now := rate.DefaultStartTime()
+		s, err := rate.New(rate.WithKeys(c.merchants), rate.WithRowsPerSecond(1_000_000),
+			rate.WithMaxRowsPerTrigger(c.batchRows), rate.WithClock(func() time.Time { return now }))
+		now = now.Add(time.Duration(c.rows) * time.Microsecond)
+		return s, c.rows, err
+	}
+	return nil, 0, fmt.Errorf("input %d", in)
+}
+
+// inputRecords returns an iterator over the whole input as records (nil at
+// the end), generated by the same source code the engine reads.
+func inputRecords(ctx context.Context, c *config, in input) (func() arrow.RecordBatch, error) {
+	src, total, err := newSource(c, in)
+	if err != nil {
+		return nil, err
+	}
+	const chunk = 64 * 1024
+	var next int64
+	switch s := src.(type) {
+	case *nexmark.Source:
+		return func() arrow.RecordBatch {
+			if next >= total {
+				return nil
+			}
+			end := min(next+chunk, total)
+			rec := s.BidRecord(next, end)
+			next = end
+			return rec
+		}, nil
+	case *rate.Source:
+		// Read the rate source through its contract, one chunk at a time.
+		return func() arrow.RecordBatch {
+			if next >= total {
+				return nil
+			}
+			end := min(next+chunk, total)
+			var out arrow.RecordBatch
+			_ = s.Read(ctx, rate.EncodeOffset(next), rate.EncodeOffset(end), func(rec arrow.RecordBatch) error {
+				rec.Retain()
+				out = rec
+				return nil
+			})
+			next = end
+			return out
+		}, nil
+	}
+	return nil, fmt.Errorf("input %d: source %T", in, src)
+}

@@ -735,3 +735,75 @@ func TestTimestampUnits(t *testing.T) {
 		}
 	}
 }
+
+// The engine's contracts, restated: the source must satisfy them without
+// importing the engine.
+var _ interface {
+	Schema() *arrow.Schema
+	InitialOffset(context.Context) (json.RawMessage, error)
+	LatestOffset(context.Context, json.RawMessage) (json.RawMessage, error)
+	Read(context.Context, json.RawMessage, json.RawMessage, func(arrow.RecordBatch) error) error
+	OpenCheckpoint(context.Context, storage.Store) error
+	Commit(context.Context, json.RawMessage) error
+	PrepareAvailableNow(context.Context) error
+	Description() string
+} = (*Source)(nil)
+
+func TestConcurrentUse(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dir := t.TempDir()
+	rec := `{"id":1,"amount_cents":1,"ts":"2026-11-30T10:00:00Z"}` + "\n"
+	s := open(t, checkpoint(t), dir, JSON, payments(), WithAllocator(mem), WithMaxFilesPerTrigger(3), WithCleanup(Delete()))
+	const files = 20
+	written := make(chan error, 1)
+	go func() { // a writer keeping the landing contract: temp name, then rename
+		for i := range files {
+			tmp := filepath.Join(dir, fmt.Sprintf("f%02d.json.tmp", i))
+			if err := os.WriteFile(tmp, []byte(rec), 0o644); err != nil {
+				written <- err
+				return
+			}
+			if err := os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp")); err != nil {
+				written <- err
+				return
+			}
+		}
+		written <- nil
+	}()
+	k, n, writerDone := int64(-1), 0, false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if !writerDone {
+			select {
+			case err := <-written:
+				if err != nil {
+					t.Fatal(err)
+				}
+				writerDone = true
+			default:
+			}
+		}
+		next := latest(t, s, k)
+		if next == k {
+			if writerDone {
+				break
+			}
+			continue
+		}
+		got, err := rows(t, s, k, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(got)
+		if err := s.Commit(context.Background(), EncodeOffset(next)); err != nil {
+			t.Fatal(err)
+		}
+		k = next
+	}
+	if n != files {
+		t.Fatalf("read %d rows, want %d", n, files)
+	}
+	if left := listDir(t, dir); left != "[]" {
+		t.Fatalf("landing not cleaned: %s", left)
+	}
+}

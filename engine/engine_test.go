@@ -392,3 +392,21 @@ func TestPurgeKeepsTheRetention(t *testing.T) {
 		t.Fatalf("batch 20 after restart: %v, want %v", got, want)
 	}
 }
+
+func TestBatchIDColumn(t *testing.T) {
+	sink := memsink.New("out")
+	stream := ReadStream(newSeq(30, 10, 3)).GroupBy("key").Agg(batch.Sum("amount").ThisBatch().Named("batch_sum")).WithBatchIDColumn("batch_id")
+	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow())); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range sink.BatchIDs() {
+		for _, r := range sink.Batch(id) {
+			if r[2] != id {
+				t.Fatalf("batch %d row %v carries batch id %v", id, r, r[2])
+			}
+		}
+	}
+	if len(sink.BatchIDs()) != 3 {
+		t.Fatalf("batches %v", sink.BatchIDs())
+	}
+}

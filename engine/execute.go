@@ -37,6 +37,7 @@ type executor struct {
 	wmIdx     int // index of the event-time column in the records leaving pre; -1 without a watermark
 
 	// per batch
+	batchID   int64
 	watermark int64 // in force for this batch, Unix ms; 0 for none
 	curSource int
 	out       []arrow.RecordBatch
@@ -86,6 +87,26 @@ const (
 	dedupBatchCountCol = "__onceflow_batch_n"
 )
 
+// batchIDOp appends the batch id as a constant column.
+type batchIDOp struct {
+	ex  *executor
+	out *arrow.Schema
+}
+
+func (b *batchIDOp) Apply(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	ib := array.NewInt64Builder(b.ex.mem)
+	defer ib.Release()
+	n := int(rec.NumRows())
+	ib.Reserve(n)
+	for i := 0; i < n; i++ {
+		ib.UnsafeAppend(b.ex.batchID)
+	}
+	col := ib.NewArray()
+	defer col.Release()
+	cols := append(append([]arrow.Array(nil), rec.Columns()...), col)
+	return array.NewRecordBatch(b.out, cols, rec.NumRows()), nil
+}
+
 // bindStream checks a stream against its sources' schemas and builds the
 // operators. State stores are opened later, by openState, once the
 // checkpoint's configuration has been checked.
@@ -118,6 +139,13 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 				return nil, fmt.Errorf("%w: step %d: %w", ErrInvalidQuery, i+1, err)
 			}
 			*cur = append(*cur, f)
+		case stepBatchID:
+			if len(schema.FieldIndices(st.name)) > 0 {
+				return nil, fmt.Errorf("%w: step %d: batch id column %q exists already", ErrInvalidQuery, i+1, st.name)
+			}
+			b := &batchIDOp{ex: ex, out: arrow.NewSchema(append(append([]arrow.Field(nil), schema.Fields()...), arrow.Field{Name: st.name, Type: arrow.PrimitiveTypes.Int64}), nil)}
+			*cur = append(*cur, b)
+			schema = b.out
 		case stepWatermark:
 			if ex.agg != nil {
 				return nil, fmt.Errorf("%w: step %d: a watermark must come before the stateful step %q", ErrInvalidQuery, i+1, ex.agg.step.id)

@@ -454,6 +454,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	t := time.Now()
 	first := true
 	ex.watermark = plan.WatermarkMs
+	ex.batchID = id
 	for i, so := range plan.Sources {
 		ex.curSource = i
 		if i >= len(r.srcs) {

@@ -25,6 +25,7 @@ const (
 	stepAggregate
 	stepWatermark
 	stepDedup
+	stepBatchID
 )
 
 type step struct {
@@ -33,6 +34,7 @@ type step struct {
 	pred batch.Expr
 	agg  *aggregateStep
 	wm   *watermarkStep
+	name string // stepBatchID: the column
 }
 
 type aggregateStep struct {
@@ -155,6 +157,14 @@ func (s *Stream) DedupID(id string) *Stream {
 	return n
 }
 
+// WithBatchIDColumn appends an int64 column holding the id of the batch the
+// row is processed in. The id is stable across re-runs of a batch, so it
+// can key output that must be idempotent (a settlement record per
+// merchant per batch).
+func (s *Stream) WithBatchIDColumn(name string) *Stream {
+	return s.with(step{kind: stepBatchID, name: name})
+}
+
 // GroupBy starts a stateful aggregation keyed by the named columns.
 func (s *Stream) GroupBy(keys ...string) *Grouped {
 	return &Grouped{stream: s, keys: append([]string(nil), keys...)}
@@ -216,6 +226,8 @@ func (s *Stream) describe() string {
 			fmt.Fprintf(&b, "watermark(%s, %s)", st.wm.col, st.wm.delay)
 		case stepDedup:
 			fmt.Fprintf(&b, "dropDuplicates[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
+		case stepBatchID:
+			fmt.Fprintf(&b, "batchId(%s)", st.name)
 		}
 	}
 	return b.String()

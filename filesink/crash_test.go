@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,6 +118,71 @@ func runChild(t *testing.T, spec, faultSpec string) (killed bool) {
 		}
 	}
 	t.Fatalf("child (fault %q): %v\n%s", faultSpec, err, stderr.String())
+	return false
+}
+
+// TestCrashAtRandomMoments SIGKILLs the child at seeded random moments
+// until it completes, checking the committed rows after every kill.
+func TestCrashAtRandomMoments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	sc := crashScenario{name: "random", batches: 12, rowsPerBatch: 1500, minFileSize: 4 << 10}
+	tableDir, driverDir := t.TempDir(), t.TempDir()
+	table, err := storage.OpenLocal(tableDir, storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sc.spec(tableDir, driverDir)
+	rng := rand.New(rand.NewPCG(7, 42))
+	kills := 0
+	for attempt := 0; attempt < 8; attempt++ {
+		delay := time.Duration(50+rng.IntN(400)) * time.Millisecond
+		killed := runChildKilledAfter(t, spec, delay)
+		v, err := Version(context.Background(), table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkExactlyOnce(t, table, int(v+1), sc.rowsPerBatch)
+		t.Logf("kill after %s: killed=%v log=%d done=%d", delay, killed, v, doneCount(t, driverDir))
+		if !killed {
+			break
+		}
+		kills++
+	}
+	if kills == 0 {
+		t.Fatal("no kill landed before the child finished")
+	}
+	if runChild(t, spec, "") {
+		t.Fatal("clean run killed")
+	}
+	checkExactlyOnce(t, table, sc.batches, sc.rowsPerBatch)
+}
+
+// runChildKilledAfter runs the child without fault points and SIGKILLs it
+// after delay, unless it finished first.
+func runChildKilledAfter(t *testing.T, spec string, delay time.Duration) (killed bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+spec)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(delay, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	timer.Stop()
+	if err == nil {
+		return false
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return true
+		}
+	}
+	t.Fatalf("child: %v\n%s", err, stderr.String())
 	return false
 }
 

@@ -16,7 +16,21 @@ import (
 //
 // Evaluation is columnar: each node computes a whole column (or a constant)
 // with an arrow compute kernel or a typed loop over the Arrow buffers; no
-// row is ever evaluated through an interface.
+// row is ever evaluated through an interface. The semantics are SQL's:
+//   - a null operand gives null, except in And/Or (three-valued), IsNull,
+//     IsNotNull, In, If (a null condition takes the else branch) and
+//     Coalesce;
+//   - If evaluates each branch only on the rows that take it, and Coalesce
+//     an argument only on the rows all earlier ones left null, so
+//     If(Eq(qty, 0), Lit(0), Div(amount, qty)) never divides by zero; every
+//     other function evaluates all its arguments on all rows;
+//   - a data error never yields a partial result: Apply fails with an
+//     *ExprError naming the expression, the first bad row of the record
+//     batch and its value(s).
+//
+// Dictionary-encoded columns are decoded inside functions (a bare Col passes
+// them through). Decimal, list and struct columns pass through bare Col and
+// Cast but no function takes them.
 type Expr interface {
 	// String prints the expression as its constructor calls, with column
 	// names bare and strings single-quoted: Add(amount, Mul(fee, 2)).
@@ -330,11 +344,13 @@ func Cast(a Expr, to arrow.DataType) Expr {
 
 // If is CASE WHEN cond THEN then ELSE els END: a null cond takes els. then
 // and els must have a common type (numbers widen as in Add, a nil literal
-// takes the other's type).
+// takes the other's type). Each branch is evaluated only on the rows that
+// take it, so it may guard a division or a cast.
 func If(cond, then, els Expr) Expr { return call(opIf, cond, then, els) }
 
 // Coalesce is the first non-null of es on each row, or null. The arguments
-// must have a common type.
+// must have a common type; an argument is evaluated only on the rows that
+// all earlier ones left null.
 func Coalesce(es ...Expr) Expr { return call(opCoalesce, es...) }
 
 // Upper upper-cases a string (Unicode; ASCII strings take a fast path).

@@ -74,7 +74,8 @@ func arithRun(label string, o op, t arrow.DataType) func(*evalCtx, []value) (val
 			if o == opNeg {
 				operands = "-(" + r.str(row) + ")"
 			}
-			return value{}, rowErr(ErrOverflow, label, row, fmt.Sprintf("integer overflow at row %d (%s)", row, operands))
+			orig := ec.origRow(row)
+			return value{}, rowErr(ErrOverflow, label, orig, fmt.Sprintf("integer overflow at row %d (%s)", orig, operands))
 		}
 		return value{arr: makeArray(t, ec.n, valid, buf)}, nil
 	}

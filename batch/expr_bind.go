@@ -131,7 +131,7 @@ func (c *callExpr) bind(b *binder) (node, error) {
 		if !gatherable(t) {
 			return nil, bindErr(ErrType, label, fmt.Sprintf("type %s is not supported", t))
 		}
-		return &fnNode{typ: t, args: append(cond, ops...), run: ifRun(t)}, nil
+		return &ifNode{typ: t, cond: cond[0], then: ops[0], els: ops[1]}, nil
 	case opCoalesce:
 		if len(args) == 0 {
 			return nil, bindErr(ErrType, label, "needs at least one argument")
@@ -146,7 +146,7 @@ func (c *callExpr) bind(b *binder) (node, error) {
 		if !gatherable(t) {
 			return nil, bindErr(ErrType, label, fmt.Sprintf("type %s is not supported", t))
 		}
-		return &fnNode{typ: t, args: ops, run: coalesceRun(t)}, nil
+		return &coalesceNode{typ: t, args: ops}, nil
 	case opUpper, opLower, opSubstr, opLength, opStartsWith, opContains:
 		a, err := b.wantString(args[0], c.args[0], label)
 		if err != nil {

@@ -116,7 +116,8 @@ func castNode(n node, to arrow.DataType, label string) node {
 		if rerr != nil {
 			err = rerr
 		}
-		return value{}, rowErr(ErrConvert, label, row,
-			fmt.Sprintf("row %d: value %s does not convert to %s: %v", row, args[0].str(row), to, err))
+		orig := ec.origRow(row)
+		return value{}, rowErr(ErrConvert, label, orig,
+			fmt.Sprintf("row %d: value %s does not convert to %s: %v", orig, args[0].str(row), to, err))
 	}}
 }

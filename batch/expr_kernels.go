@@ -185,8 +185,9 @@ func divModRun(label string, mod bool, t arrow.DataType) func(*evalCtx, []value)
 			if valid != nil {
 				valid.Release()
 			}
-			return value{}, rowErr(kind, label, row,
-				fmt.Sprintf("%s at row %d (%s %s %s)", what, row, l.str(row), sym, r.str(row)))
+			orig := ec.origRow(row)
+			return value{}, rowErr(kind, label, orig,
+				fmt.Sprintf("%s at row %d (%s %s %s)", what, orig, l.str(row), sym, r.str(row)))
 		}
 		if t.ID() == arrow.INT64 {
 			lv, rv := numOf[int64](l), numOf[int64](r)
@@ -245,73 +246,142 @@ func gatherable(t arrow.DataType) bool {
 	return false
 }
 
-// ifRun is CASE WHEN args[0] THEN args[1] ELSE args[2] END.
-func ifRun(t arrow.DataType) func(*evalCtx, []value) (value, error) {
-	return func(ec *evalCtx, args []value) (value, error) {
-		cond := args[0]
-		if cond.arr == nil {
-			pick := args[2]
-			if cond.sc.IsValid() && cond.sc.(*scalar.Boolean).Value {
-				pick = args[1]
-			}
-			if pick.arr != nil {
-				pick.arr.Retain()
-			}
-			return pick, nil
-		}
-		d := cond.arr.Data()
-		ok := validity(cond.arr)
-		pick := make([]int8, ec.n)
-		if ec.n > 0 {
-			vals := d.Buffers()[1].Bytes()
-			for i := range pick {
-				if !ok.valid(i) || !bitutil.BitIsSet(vals, d.Offset()+i) {
-					pick[i] = 1
-				}
-			}
-		}
-		return gather(ec, t, args[1:], pick)
-	}
+// ifNode is CASE WHEN cond THEN then ELSE els END. Each branch is evaluated
+// only on the rows that take it (all of them when every row takes the same
+// branch), so If(Eq(qty, 0), Lit(0), Div(amount, qty)) never divides by
+// zero.
+type ifNode struct {
+	typ             arrow.DataType
+	cond, then, els node
 }
 
-// coalesceRun is the first non-null of args on each row.
-func coalesceRun(t arrow.DataType) func(*evalCtx, []value) (value, error) {
-	return func(ec *evalCtx, args []value) (value, error) {
-		pick := make([]int8, ec.n)
-		for i := range pick {
-			pick[i] = -1
-		}
-		for k := len(args) - 1; k >= 0; k-- {
-			a := args[k]
-			if a.arr == nil {
-				if a.sc.IsValid() {
-					for i := range pick {
-						pick[i] = int8(k)
-					}
-				}
-				continue
-			}
-			ok := validity(a.arr)
-			for i := range pick {
-				if ok.valid(i) {
-					pick[i] = int8(k)
-				}
-			}
-		}
-		return gather(ec, t, args, pick)
+func (f *ifNode) dtype() arrow.DataType { return f.typ }
+
+func (f *ifNode) eval(ec *evalCtx) (value, error) {
+	cond, err := f.cond.eval(ec)
+	if err != nil {
+		return value{}, err
 	}
+	defer cond.release()
+	if cond.arr == nil {
+		if cond.sc.IsValid() && cond.sc.(*scalar.Boolean).Value {
+			return f.then.eval(ec)
+		}
+		return f.els.eval(ec)
+	}
+	d := cond.arr.Data()
+	ok := validity(cond.arr)
+	pick := make([]int8, ec.n)
+	taken := 0 // rows that take then
+	if ec.n > 0 {
+		vals := d.Buffers()[1].Bytes()
+		for i := range pick {
+			if ok.valid(i) && bitutil.BitIsSet(vals, d.Offset()+i) {
+				taken++
+			} else {
+				pick[i] = 1
+			}
+		}
+	}
+	switch taken {
+	case ec.n:
+		return f.then.eval(ec)
+	case 0:
+		return f.els.eval(ec)
+	}
+	return evalSplit(ec, f.typ, pick, []node{f.then, f.els}, []int{taken, ec.n - taken})
+}
+
+// evalSplit evaluates nodes[k] on the rows where pick is k (counts[k] of
+// them) and merges the results in row order.
+func evalSplit(ec *evalCtx, t arrow.DataType, pick []int8, nodes []node, counts []int) (value, error) {
+	vals := make([]value, 0, len(nodes))
+	defer func() {
+		for _, v := range vals {
+			v.release()
+		}
+	}()
+	for k, n := range nodes {
+		sub := ec.subset(pick, int8(k), counts[k])
+		v, err := n.eval(sub)
+		sub.release()
+		if err != nil {
+			return value{}, err
+		}
+		vals = append(vals, v)
+	}
+	pos := make([]int32, len(pick))
+	next := make([]int32, len(nodes))
+	for i, p := range pick {
+		pos[i] = next[p]
+		next[p]++
+	}
+	return gather(ec, t, vals, pick, pos)
+}
+
+// coalesceNode is the first non-null of args on each row. An argument is
+// evaluated only on the rows that all earlier arguments left null.
+type coalesceNode struct {
+	typ  arrow.DataType
+	args []node
+}
+
+func (c *coalesceNode) dtype() arrow.DataType { return c.typ }
+
+func (c *coalesceNode) eval(ec *evalCtx) (value, error) { return c.evalFrom(ec, 0) }
+
+func (c *coalesceNode) evalFrom(ec *evalCtx, k int) (value, error) {
+	v, err := c.args[k].eval(ec)
+	if err != nil || k == len(c.args)-1 {
+		return v, err
+	}
+	if v.arr == nil {
+		if v.sc.IsValid() {
+			return v, nil
+		}
+		return c.evalFrom(ec, k+1)
+	}
+	nulls := v.arr.NullN()
+	switch nulls {
+	case 0:
+		return v, nil
+	case ec.n:
+		v.release()
+		return c.evalFrom(ec, k+1)
+	}
+	defer v.release()
+	ok := validity(v.arr)
+	pick := make([]int8, ec.n)
+	pos := make([]int32, ec.n)
+	var next int32
+	for i := range pick {
+		if ok.valid(i) {
+			pos[i] = int32(i)
+		} else {
+			pick[i], pos[i] = 1, next
+			next++
+		}
+	}
+	sub := ec.subset(pick, 1, nulls)
+	rest, err := c.evalFrom(sub, k+1)
+	sub.release()
+	if err != nil {
+		return value{}, err
+	}
+	defer rest.release()
+	return gather(ec, c.typ, []value{v, rest}, pick, pos)
 }
 
 // gsrc is one source of gather: a column, or a constant as a one-row array
 // read at row 0.
 type gsrc struct {
 	arr    arrow.Array
-	stride int
+	stride int32
 }
 
-// gather builds a column taking row i from srcs[pick[i]] (null where
-// pick[i] < 0 or the source is null there).
-func gather(ec *evalCtx, t arrow.DataType, vals []value, pick []int8) (value, error) {
+// gather builds a column of ec.n rows taking row i from row pos[i] of
+// srcs[pick[i]] (null where that is null).
+func gather(ec *evalCtx, t arrow.DataType, vals []value, pick []int8, pos []int32) (value, error) {
 	n := ec.n
 	if isNull(t) {
 		return value{arr: array.NewNull(n)}, nil
@@ -336,12 +406,12 @@ func gather(ec *evalCtx, t arrow.DataType, vals []value, pick []int8) (value, er
 		}
 		srcs[k] = gsrc{arr: a}
 	}
+	if t.ID() == arrow.STRING {
+		return gatherString(ec, srcs, pick, pos)
+	}
 	valid := newBitmap(ec.mem, n)
 	vb := valid.Bytes()
-	switch t.ID() {
-	case arrow.STRING:
-		return gatherString(ec, srcs, pick, valid)
-	case arrow.BOOL:
+	if t.ID() == arrow.BOOL {
 		out := newBitmap(ec.mem, n)
 		ob := out.Bytes()
 		ok, data, offs := make([]validBits, len(srcs)), make([][]byte, len(srcs)), make([]int, len(srcs))
@@ -352,10 +422,7 @@ func gather(ec *evalCtx, t arrow.DataType, vals []value, pick []int8) (value, er
 			}
 		}
 		for i, p := range pick {
-			if p < 0 {
-				continue
-			}
-			j := i * srcs[p].stride
+			j := int(pos[i] * srcs[p].stride)
 			if !ok[p].valid(j) {
 				continue
 			}
@@ -369,28 +436,25 @@ func gather(ec *evalCtx, t arrow.DataType, vals []value, pick []int8) (value, er
 	var out *memory.Buffer
 	switch t.(arrow.FixedWidthDataType).BitWidth() {
 	case 8:
-		out = gatherFixed[int8](ec.mem, srcs, pick, vb)
+		out = gatherFixed[int8](ec.mem, srcs, pick, pos, vb)
 	case 16:
-		out = gatherFixed[int16](ec.mem, srcs, pick, vb)
+		out = gatherFixed[int16](ec.mem, srcs, pick, pos, vb)
 	case 32:
-		out = gatherFixed[int32](ec.mem, srcs, pick, vb)
+		out = gatherFixed[int32](ec.mem, srcs, pick, pos, vb)
 	default:
-		out = gatherFixed[int64](ec.mem, srcs, pick, vb)
+		out = gatherFixed[int64](ec.mem, srcs, pick, pos, vb)
 	}
-	return value{arr: makeArray(t, len(pick), valid, out)}, nil
+	return value{arr: makeArray(t, n, valid, out)}, nil
 }
 
-func gatherFixed[T int8 | int16 | int32 | int64](mem memory.Allocator, srcs []gsrc, pick []int8, vb []byte) *memory.Buffer {
+func gatherFixed[T int8 | int16 | int32 | int64](mem memory.Allocator, srcs []gsrc, pick []int8, pos []int32, vb []byte) *memory.Buffer {
 	vals, ok := make([][]T, len(srcs)), make([]validBits, len(srcs))
 	for k, s := range srcs {
 		vals[k], ok[k] = fixedValues[T](s.arr), validity(s.arr)
 	}
 	buf, out := newFixed[T](mem, len(pick))
 	for i, p := range pick {
-		if p < 0 {
-			continue
-		}
-		j := i * srcs[p].stride
+		j := int(pos[i] * srcs[p].stride)
 		if !ok[p].valid(j) {
 			continue
 		}
@@ -400,8 +464,7 @@ func gatherFixed[T int8 | int16 | int32 | int64](mem memory.Allocator, srcs []gs
 	return buf
 }
 
-func gatherString(ec *evalCtx, srcs []gsrc, pick []int8, valid *memory.Buffer) (value, error) {
-	valid.Release()
+func gatherString(ec *evalCtx, srcs []gsrc, pick []int8, pos []int32) (value, error) {
 	views := make([]strs, len(srcs))
 	for k, s := range srcs {
 		views[k] = strsOf(s.arr)
@@ -410,11 +473,7 @@ func gatherString(ec *evalCtx, srcs []gsrc, pick []int8, valid *memory.Buffer) (
 	defer b.Release()
 	b.Reserve(len(pick))
 	for i, p := range pick {
-		if p < 0 {
-			b.AppendNull()
-			continue
-		}
-		j := i * srcs[p].stride
+		j := int(pos[i] * srcs[p].stride)
 		if !views[p].ok.valid(j) {
 			b.AppendNull()
 			continue

@@ -19,12 +19,78 @@ type node interface {
 	eval(ec *evalCtx) (value, error)
 }
 
-// evalCtx is what one Apply call evaluates against.
+// evalCtx is what one Apply call evaluates against: the record batch, or
+// (inside If and Coalesce) the subset of a parent context's rows that a
+// branch is evaluated on, so that a branch a row does not take cannot fail
+// on that row.
 type evalCtx struct {
 	ctx context.Context // carries mem for the compute kernels
 	mem memory.Allocator
-	rec arrow.RecordBatch
+	rec arrow.RecordBatch // nil in a subset
 	n   int
+
+	parent *evalCtx
+	take   arrow.Array         // int32 indices of the subset's rows in the parent
+	rows   []int32             // row of the record batch of each subset row
+	cols   map[int]arrow.Array // the parent's columns filtered by mask
+}
+
+// column returns column i of the record batch, restricted to ec's rows. The
+// reference is borrowed: ec owns it.
+func (ec *evalCtx) column(i int) (arrow.Array, error) {
+	if ec.parent == nil {
+		return ec.rec.Column(i), nil
+	}
+	if a, ok := ec.cols[i]; ok {
+		return a, nil
+	}
+	pa, err := ec.parent.column(i)
+	if err != nil {
+		return nil, err
+	}
+	// Take, not filter: arrow-go v18.8.0's filter of a sliced boolean array
+	// reads the wrong bits.
+	a, err := compute.TakeArray(ec.ctx, pa, ec.take)
+	if err != nil {
+		return nil, fmt.Errorf("batch: select rows of column %d: %w", i, err)
+	}
+	ec.cols[i] = a
+	return a, nil
+}
+
+// origRow is the row of the record batch that row i of ec is.
+func (ec *evalCtx) origRow(i int) int {
+	if ec.rows == nil {
+		return i
+	}
+	return int(ec.rows[i])
+}
+
+// subset is the context of the rows i of ec where pick[i] == want (count of
+// them); release it.
+func (ec *evalCtx) subset(pick []int8, want int8, count int) *evalCtx {
+	buf, idx := newFixed[int32](ec.mem, count)
+	rows := make([]int32, 0, count)
+	for i, p := range pick {
+		if p == want {
+			idx[len(rows)] = int32(i)
+			rows = append(rows, int32(ec.origRow(i)))
+		}
+	}
+	return &evalCtx{
+		ctx: ec.ctx, mem: ec.mem, n: count,
+		parent: ec, take: makeArray(arrow.PrimitiveTypes.Int32, count, nil, buf), rows: rows, cols: map[int]arrow.Array{},
+	}
+}
+
+func (ec *evalCtx) release() {
+	if ec.parent == nil {
+		return
+	}
+	ec.take.Release()
+	for _, a := range ec.cols {
+		a.Release()
+	}
 }
 
 // value is a whole column or a constant: exactly one of arr and sc is set.
@@ -112,7 +178,10 @@ type colNode struct {
 func (c *colNode) dtype() arrow.DataType { return c.typ }
 
 func (c *colNode) eval(ec *evalCtx) (value, error) {
-	a := ec.rec.Column(c.idx)
+	a, err := ec.column(c.idx)
+	if err != nil {
+		return value{}, err
+	}
 	a.Retain()
 	return value{arr: a}, nil
 }

@@ -102,7 +102,8 @@ func refFloat(v any) float64 {
 }
 
 // refEval evaluates e on one row. Every argument is evaluated (as the
-// columnar evaluation does), so an error in any argument is an error.
+// columnar evaluation does), so an error in any argument is an error,
+// except in If and Coalesce, which evaluate an argument only where needed.
 func refEval(e Expr, row map[string]any) (any, error) {
 	switch e := e.(type) {
 	case colExpr:
@@ -111,6 +112,27 @@ func refEval(e Expr, row map[string]any) (any, error) {
 		return refLit(e.v), nil
 	}
 	c := e.(*callExpr)
+	switch c.op {
+	case opIf:
+		// Only the branch a row takes is evaluated.
+		cond, err := refEval(c.args[0], row)
+		if err != nil {
+			return nil, err
+		}
+		if cond == true {
+			return refEval(c.args[1], row)
+		}
+		return refEval(c.args[2], row)
+	case opCoalesce:
+		// Arguments are evaluated until one is not null.
+		for _, a := range c.args {
+			v, err := refEval(a, row)
+			if v != nil || err != nil {
+				return v, err
+			}
+		}
+		return nil, nil
+	}
 	args := make([]any, len(c.args))
 	for i, a := range c.args {
 		v, err := refEval(a, row)

@@ -170,8 +170,9 @@ func parseTimeRun(label, layout string) func(*evalCtx, []value) (value, error) {
 			tm, err := time.ParseInLocation(layout, string(s.at(i)), time.UTC)
 			if err != nil {
 				buf.Release()
-				return value{}, rowErr(ErrConvert, label, i,
-					fmt.Sprintf("row %d: value %s does not parse with layout %s: %v", i, quote(string(s.at(i))), quote(layout), err))
+				orig := ec.origRow(i)
+				return value{}, rowErr(ErrConvert, label, orig,
+					fmt.Sprintf("row %d: value %s does not parse with layout %s: %v", orig, quote(string(s.at(i))), quote(layout), err))
 			}
 			out[i] = tm.UnixMicro()
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/onceflow/onceflow/internal/fault"
 )
 
 // Commit implements the engine's SourceCommitter: after the batch ending at
@@ -47,9 +49,12 @@ func (s *Source) Commit(ctx context.Context, end json.RawMessage) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		for _, f := range s.mu.entries[j] {
+		for i, f := range s.mu.entries[j] {
 			if err := s.cleanOne(f); err != nil {
 				return err
+			}
+			if i == 0 {
+				fault.Point(FaultMidCleanup)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -217,6 +218,7 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 	if err := s.mu.log.Add(ctx, next, LogEntry{Files: fresh}); err != nil {
 		return nil, fmt.Errorf("files: log batch %d: %w", next, err)
 	}
+	fault.Point(FaultAfterLog)
 	s.mu.entries[next] = fresh
 	for _, f := range fresh {
 		s.mu.taken[f.Name] = struct{}{}

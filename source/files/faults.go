@@ -1,0 +1,14 @@
+package files
+
+// Named fault points (see internal/fault) at the source's own boundaries.
+const (
+	// FaultAfterLog: files log entry k is durable, LatestOffset has not
+	// returned it (so the engine's WAL cannot hold it).
+	FaultAfterLog = "files-after-log"
+	// FaultMidCleanup: the first file of a committed batch was archived or
+	// deleted, the others not, and the cleanup record not advanced.
+	FaultMidCleanup = "files-mid-cleanup"
+)
+
+// FaultPoints returns the names of the package's fault points.
+func FaultPoints() []string { return []string{FaultAfterLog, FaultMidCleanup} }

@@ -181,11 +181,18 @@ func (s *Sink) checkTopic(ctx context.Context) error {
 // checkTimeout refuses a transaction timeout above the broker's
 // transaction.max.timeout.ms.
 func (s *Sink) checkTimeout(ctx context.Context) error {
-	rcs, err := s.adm.DescribeBrokerConfigs(ctx)
+	// Each broker, not the cluster default: a static setting from the
+	// broker's properties file is only reported per broker.
+	brokers, err := s.adm.ListBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("kafkasink: start: list brokers: %w", err)
+	}
+	rcs, err := s.adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
 	if err != nil {
 		return fmt.Errorf("kafkasink: start: describe broker configs: %w", err)
 	}
 	want := s.c.timeout.Milliseconds()
+	found := false
 	for _, rc := range rcs {
 		if rc.Err != nil {
 			return fmt.Errorf("kafkasink: start: describe broker %s configs: %w", rc.Name, rc.Err)
@@ -198,11 +205,17 @@ func (s *Sink) checkTimeout(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("kafkasink: start: broker %s transaction.max.timeout.ms %q: %w", rc.Name, *cfg.Value, err)
 			}
+			found = true
 			if want > maxMs {
 				return fmt.Errorf("%w: TransactionTimeout is %d ms, broker %s has transaction.max.timeout.ms=%d; lower the timeout or raise the broker's maximum",
 					ErrTimeoutTooLarge, want, rc.Name, maxMs)
 			}
 		}
+	}
+	if !found {
+		// InitProducerID still refuses a timeout above the maximum.
+		s.c.logger.Warn("kafkasink: brokers do not report transaction.max.timeout.ms; the timeout is checked by InitProducerID only",
+			"timeoutMs", want)
 	}
 	return nil
 }

@@ -281,6 +281,7 @@ func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
 	if !errors.Is(err, ErrTimeoutTooLarge) || !strings.Contains(err.Error(), "60000") || !strings.Contains(err.Error(), "30000") {
 		t.Fatalf("err = %v, want both numbers", err)
 	}
+	t.Log(err)
 	ok := newSink(t, c, TransactionTimeout(30*time.Second))
 	start(t, ok, "q")
 }

@@ -43,7 +43,8 @@
 //
 // # Parsing
 //
-// JSON lines: one object per line; blank lines are skipped; keys match
+// JSON lines: one object per line; lines of only spaces, tabs and carriage
+// returns are skipped; keys match
 // column names exactly; undeclared keys are skipped (their structure is
 // checked, not their contents); a key twice in one object is an error; a
 // missing or null value is null for a nullable column and an error
@@ -60,8 +61,8 @@
 // non-nullable one fails the file. Without a header (WithCSVHeader(false))
 // fields map to the declared columns by position. Every row must have as
 // many fields as the header (or the schema). An empty field is null for
-// non-string columns and "" for string columns. A CSV file is held in
-// memory while it is parsed.
+// non-string columns and "" for string columns; booleans are true/false
+// (also TRUE, True, 1, 0). A CSV file is held in memory while it is parsed.
 //
 // Parquet: flat files; columns map by name; undeclared file columns are
 // ignored; a declared nullable column the file lacks is null. A declared
@@ -107,6 +108,10 @@
 // list are kept in memory (rebuilt by OpenCheckpoint). A Source is safe
 // for concurrent use; Read emits records of at most WithBatchSize rows
 // (default 65536), spanning files, and releases each after emit returns.
+//
+// Fault points FaultAfterLog and FaultMidCleanup (internal/fault) let crash
+// tests kill a process right after a log entry is written and in the middle
+// of a cleanup.
 //
 // The on-disk formats are described in docs/format/files-source.md.
 package files

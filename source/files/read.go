@@ -144,7 +144,7 @@ func (r *readRun) readJSON(path string, in io.Reader) error {
 			return fmt.Errorf("files: read %s: %w", path, err)
 		}
 		line = trimEOL(line)
-		if len(bytes.TrimSpace(line)) > 0 {
+		if ws(line, 0) < len(line) { // not blank
 			if bv := r.json.parse(line); bv != nil {
 				if err := r.bad(path, lineNo, bv, line); err != nil {
 					return err

@@ -98,8 +98,8 @@
 // up to that batch, then records how far it got in the object "cleanup" of
 // the checkpoint folder. It only touches a file whose size and modification
 // time still match the log, skips files already gone, and so may run again
-// after a crash. Read still finds a file of an uncommitted entry in the
-// archive.
+// after a crash. Read also looks for a taken file in the archive, so a
+// range can be read again after its files were moved.
 //
 // # Lifecycle and concurrency
 //

@@ -296,6 +296,9 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 	if err != nil {
 		return nil, fmt.Errorf("kafka: latest offset: %w", err)
 	}
+	if last, err = s.confirmMissing(ctx, st, topics, last); err != nil {
+		return nil, fmt.Errorf("kafka: latest offset: %w", err)
+	}
 	s.mu.Lock()
 	avail := s.mu.availNow
 	s.mu.Unlock()
@@ -373,6 +376,43 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 		s.setStats(tp, froms[i], e, caps[i])
 	}
 	return end.encode(), nil
+}
+
+// confirmMissing asks again, a few times, for partitions of start that
+// the listing lacks, so a metadata hiccup is never taken for a deleted
+// partition (which FailOnDataLoss(false) would drop, and later re-read from
+// offset 0).
+func (s *Source) confirmMissing(ctx context.Context, st Offsets, topics []string, last Offsets) (Offsets, error) {
+	seen := map[string]bool{}
+	for _, t := range topics {
+		seen[t] = true
+	}
+	for _, t := range st.topics() { // a topic of start missing from a pattern's listing
+		if !seen[t] && s.subscribed(t) {
+			topics = append(topics, t)
+		}
+	}
+	for try := 0; try < 3; try++ {
+		missing := false
+		for _, tp := range st.list() {
+			if _, ok := last.get(tp.topic, tp.partition); !ok && s.subscribed(tp.topic) {
+				missing = true
+				break
+			}
+		}
+		if !missing {
+			return last, nil
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return nil, err
+		}
+		again, err := s.latest(ctx, topics)
+		if err != nil {
+			return nil, err
+		}
+		last = again
+	}
+	return last, nil
 }
 
 // dataLoss fails with e under FailOnDataLoss, or logs and counts it.

@@ -478,3 +478,56 @@ func TestCorruptLog(t *testing.T) {
 		})
 	}
 }
+
+// TestReadersDuringWrites reads the table while batches commit, merge small
+// files and compact (purging old log objects): every read is some committed
+// version, with every row of it exactly once.
+func TestReadersDuringWrites(t *testing.T) {
+	ctx := context.Background()
+	mem := newMem(t)
+	table, _ := openTable(t)
+	s, err := New(table, PartitionBy("day"), WithCompactEvery(2), WithMinFileSize(8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const per, batches = 40, 16
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	for r := 0; r < 2; r++ {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				st, err := loadState(ctx, table)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var rows int64
+				for _, f := range st.live {
+					rows += f.Rows
+				}
+				if rows != (st.version+1)*per {
+					errs <- fmt.Errorf("version %d has %d rows, want %d", st.version, rows, (st.version+1)*per)
+					return
+				}
+			}
+		}()
+	}
+	for b := 0; b < batches; b++ {
+		addBatch(t, ctx, s, mem, paySchema, int64(b), b*per, (b+1)*per, per)
+	}
+	close(done)
+	for r := 0; r < 2; r++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows, _ := readAll(t, table); len(rows) != per*batches {
+		t.Fatalf("%d rows", len(rows))
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/onceflow/onceflow/internal/fault"
 )
@@ -89,12 +91,44 @@ func (s *Source) cleanOne(f FileRecord) error {
 	if s.cfg.cleanup.remove {
 		err = os.Remove(path)
 	} else {
-		err = os.Rename(path, filepath.Join(s.cfg.cleanup.archive, f.Name))
+		dst := filepath.Join(s.cfg.cleanup.archive, f.Name)
+		err = os.Rename(path, dst)
+		if errors.Is(err, syscall.EXDEV) {
+			err = moveAcross(path, dst)
+		}
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("files: cleanup: %w", err)
 	}
 	return nil
+}
+
+// moveAcross moves src to dst on another file system: copy to a temporary
+// file beside dst, fsync, rename into place, then remove src. A crash
+// leaves src in place (the next cleanup copies it again) or both copies.
+func moveAcross(src, dst string) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	err = errors.Join(err, out.Sync(), out.Close())
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		return errors.Join(err, os.Remove(tmp))
+	}
+	if err := syncDir(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	return os.Remove(src)
 }
 
 func syncDir(dir string) error {

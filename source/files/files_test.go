@@ -810,3 +810,28 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("landing not cleaned: %s", left)
 	}
 }
+
+func TestArchiveAcrossFileSystems(t *testing.T) {
+	shm, err := os.MkdirTemp("/dev/shm", "onceflow-archive-")
+	if err != nil {
+		t.Skip("no /dev/shm to archive into from another file system")
+	}
+	defer os.RemoveAll(shm)
+	dir := t.TempDir()
+	rec := `{"id":1,"amount_cents":1,"ts":"2026-11-30T10:00:00Z"}` + "\n"
+	landing(t, dir, "a.json", rec, 0)
+	s := open(t, checkpoint(t), dir, JSON, payments(), WithCleanup(Archive(filepath.Join(shm, "done"))))
+	latest(t, s, -1)
+	if err := s.Commit(context.Background(), EncodeOffset(0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := listDir(t, dir); got != "[]" {
+		t.Fatalf("landing holds %s", got)
+	}
+	if data, err := os.ReadFile(filepath.Join(shm, "done", "a.json")); err != nil || string(data) != rec {
+		t.Fatalf("archived copy %q, %v", data, err)
+	}
+	if got := mustRows(t, s, -1, 0); len(got) != 1 {
+		t.Fatalf("read from the archive: %v", got)
+	}
+}

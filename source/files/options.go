@@ -51,8 +51,8 @@ type Cleanup struct {
 }
 
 // Archive moves each file of a committed batch into dir (created if
-// needed), keeping its name. dir must be on the same file system as the
-// landing directory (the move is a rename).
+// needed), keeping its name: a rename on the same file system, otherwise a
+// copy (fsynced) followed by a removal.
 func Archive(dir string) Cleanup { return Cleanup{archive: dir} }
 
 // Delete removes each file of a committed batch.

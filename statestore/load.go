@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -123,46 +124,54 @@ func (s *Store) overlay(deltas []*decodedFile) []change {
 
 // merge walks the snapshot rows (ascending key order) and the changes
 // (ascending key order) together and returns the resulting rows, in
-// ascending key order.
+// ascending key order. Within a snapshot record it finds each change's
+// place by binary search, so it encodes O(changes × log rows) keys, not
+// every row's; runs of untouched rows pass as zero-copy slices. The
+// snapshot's order is checked at record edges (the checksum already
+// vouches for the bytes Maintain wrote sorted).
 func (s *Store) merge(ctx context.Context, snap []arrow.RecordBatch, snapName string, changes []change) ([]arrow.RecordBatch, error) {
 	e := newEmitter(ctx, s.rowSchema, s.mem)
+	emit := func(c change) {
+		if c.rec != nil {
+			e.add(c.rec, c.row)
+		}
+	}
 	j := 0
-	var cur, prev []byte
-	first := true
+	var prev, first, last, probe []byte
 	for ri, r := range snap {
 		if err := ctx.Err(); err != nil {
 			e.release()
 			return nil, err
 		}
-		enc := newKeyEncoder(r, s.nkeys)
-		for i := 0; i < int(r.NumRows()); i++ {
-			cur = enc.encode(cur[:0], i)
-			if !first && bytes.Compare(prev, cur) >= 0 {
-				e.release()
-				return nil, &CorruptionError{File: snapName, Offset: -1, Reason: fmt.Sprintf("record %d row %d: keys are not in ascending order", ri, i)}
-			}
-			first = false
-			for j < len(changes) && changes[j].key < string(cur) {
-				if c := changes[j]; c.rec != nil {
-					e.add(c.rec, c.row)
-				}
-				j++
-			}
-			if j < len(changes) && changes[j].key == string(cur) {
-				if c := changes[j]; c.rec != nil {
-					e.add(c.rec, c.row)
-				}
-				j++
-			} else {
-				e.add(r, i)
-			}
-			prev, cur = cur, prev
+		n := int(r.NumRows())
+		if n == 0 {
+			continue
 		}
+		enc := newKeyEncoder(r, s.nkeys)
+		first, last = enc.encode(first[:0], 0), enc.encode(last[:0], n-1)
+		if prev != nil && bytes.Compare(prev, first) >= 0 || bytes.Compare(first, last) > 0 {
+			e.release()
+			return nil, &CorruptionError{File: snapName, Offset: -1, Reason: fmt.Sprintf("record %d: keys are not in ascending order", ri)}
+		}
+		prev = append(prev[:0], last...)
+		pos := 0 // rows before pos are emitted
+		for ; j < len(changes) && changes[j].key <= string(last); j++ {
+			c := changes[j]
+			i := pos + sort.Search(n-pos, func(k int) bool {
+				probe = enc.encode(probe[:0], pos+k)
+				return string(probe) >= c.key
+			})
+			e.addRun(r, pos, i-pos)
+			pos = i
+			if i < n && string(enc.encode(probe[:0], i)) == c.key {
+				pos++ // the change replaces or deletes this row
+			}
+			emit(c)
+		}
+		e.addRun(r, pos, n-pos)
 	}
 	for ; j < len(changes); j++ {
-		if c := changes[j]; c.rec != nil {
-			e.add(c.rec, c.row)
-		}
+		emit(changes[j])
 	}
 	return e.finish()
 }
@@ -200,6 +209,19 @@ func (e *emitter) add(rec arrow.RecordBatch, row int) {
 	}
 	e.flushRun()
 	e.cur = run{rec: rec, start: row, n: 1}
+}
+
+// addRun adds rows [start, start+n) of rec.
+func (e *emitter) addRun(rec arrow.RecordBatch, start, n int) {
+	if n == 0 {
+		return
+	}
+	if e.cur.n > 0 && rec == e.cur.rec && start == e.cur.start+e.cur.n {
+		e.cur.n += n
+		return
+	}
+	e.flushRun()
+	e.cur = run{rec: rec, start: start, n: n}
 }
 
 func (e *emitter) flushRun() {

@@ -194,4 +194,3 @@ func splitList(s string) []string {
 	}
 	return out
 }
-

@@ -1,0 +1,28 @@
+package kafka
+
+// Metrics reports the source's figures for the engine's progress record
+// (the engine's SourceMetrics interface): per partition the batch's start
+// and end offsets, the latest offset seen at planning and the lag
+// (latest − end), plus the data-loss and dead-letter counters.
+//
+//	{"partitions":[{"topic":"payments","partition":0,"start":10,"end":42,"latest":50,"lag":8}],
+//	 "lag":8,"dataLossGaps":0,"skippedOffsets":0,"deadLetters":0}
+func (s *Source) Metrics() map[string]any {
+	st := s.Stats()
+	parts := make([]map[string]any, 0, len(st.Partitions))
+	var lag int64
+	for _, p := range st.Partitions {
+		parts = append(parts, map[string]any{
+			"topic": p.Topic, "partition": p.Partition,
+			"start": p.Start, "end": p.End, "latest": p.Latest, "lag": p.Lag,
+		})
+		lag += p.Lag
+	}
+	return map[string]any{
+		"partitions":     parts,
+		"lag":            lag,
+		"dataLossGaps":   st.DataLossGaps,
+		"skippedOffsets": st.SkippedOffsets,
+		"deadLetters":    st.DeadLetters,
+	}
+}

@@ -31,6 +31,7 @@ type evalCtx struct {
 
 	parent *evalCtx
 	take   arrow.Array         // int32 indices of the subset's rows in the parent
+	idx    []int32             // take's values
 	rows   []int32             // row of the record batch of each subset row
 	cols   map[int]arrow.Array // the parent's columns filtered by mask
 }
@@ -48,9 +49,9 @@ func (ec *evalCtx) column(i int) (arrow.Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Take, not filter: arrow-go v18.8.0's filter of a sliced boolean array
-	// reads the wrong bits.
-	a, err := compute.TakeArray(ec.ctx, pa, ec.take)
+	// Take, not arrow's filter: arrow-go v18.8.0's filter of a sliced
+	// boolean array reads the wrong bits.
+	a, err := takeRows(ec.ctx, ec.mem, pa, ec.idx, ec.take)
 	if err != nil {
 		return nil, fmt.Errorf("batch: select rows of column %d: %w", i, err)
 	}
@@ -79,7 +80,7 @@ func (ec *evalCtx) subset(pick []int8, want int8, count int) *evalCtx {
 	}
 	return &evalCtx{
 		ctx: ec.ctx, mem: ec.mem, n: count,
-		parent: ec, take: makeArray(arrow.PrimitiveTypes.Int32, count, nil, buf), rows: rows, cols: map[int]arrow.Array{},
+		parent: ec, take: makeArray(arrow.PrimitiveTypes.Int32, count, nil, buf), idx: idx, rows: rows, cols: map[int]arrow.Array{},
 	}
 }
 

@@ -763,6 +763,13 @@ func TestFilterReference(t *testing.T) {
 						t.Errorf("iteration %d: %s: row %d is id %d, want %d", it, e, k, ids.Value(k), want[k])
 						break
 					}
+					// Every column is filtered alike.
+					got, in := refRow(out, k), refRow(rec, int(want[k]))
+					for name, v := range in {
+						if !refEqual(v, got[name]) {
+							t.Errorf("iteration %d: %s: kept row %d column %s is %v, want %v", it, e, k, name, got[name], v)
+						}
+					}
 				}
 			}
 			if !out.Schema().Equal(rec.Schema()) {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/scalar"
 )
@@ -62,18 +62,43 @@ func (f *Filter) Apply(ctx context.Context, rec arrow.RecordBatch) (arrow.Record
 		}
 		return rec.NewSlice(0, 0), nil
 	}
-	switch kept := trueCount(v.arr); kept {
+	kept := trueCount(v.arr)
+	switch kept {
 	case ec.n:
 		rec.Retain()
 		return rec, nil
 	case 0:
 		return rec.NewSlice(0, 0), nil
 	}
-	out, err := compute.FilterRecordBatch(ec.ctx, rec, v.arr, &compute.FilterOptions{NullSelection: compute.SelectionDropNulls})
-	if err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
+	buf, idx := newFixedUninit[int32](f.mem, kept)
+	d := v.arr.Data()
+	vals, off, ok := d.Buffers()[1].Bytes(), d.Offset(), validity(v.arr)
+	k := 0
+	for i := range ec.n {
+		if ok.valid(i) && bitutil.BitIsSet(vals, off+i) {
+			idx[k] = int32(i)
+			k++
+		}
 	}
-	return out, nil
+	idxArr := makeArray(arrow.PrimitiveTypes.Int32, kept, nil, buf)
+	defer idxArr.Release()
+	cols := make([]arrow.Array, 0, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	for i, c := range rec.Columns() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		out, err := takeRows(ctx, f.mem, c, idx, idxArr)
+		if err != nil {
+			return nil, fmt.Errorf("filter column %s: %w", rec.ColumnName(i), err)
+		}
+		cols = append(cols, out)
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(kept)), nil
 }
 
 // trueCount counts the rows of a boolean column that are true and not null.

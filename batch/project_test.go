@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/compute/exec"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -358,5 +360,78 @@ func TestDictionaryColumns(t *testing.T) {
 	}
 	if !arrow.TypeEqual(out.Column(0).DataType(), dt) {
 		t.Errorf("bare column type %s", out.Column(0).DataType())
+	}
+}
+
+// Filter copies every column type: typed loops for the common ones, arrow's
+// take for the rest. arrow's FilterRecordBatch is the oracle.
+func TestFilterColumnTypes(t *testing.T) {
+	mem := newMem(t)
+	defer mem.AssertSize(t, 0)
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "k", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "i8", Type: arrow.PrimitiveTypes.Int8, Nullable: true},
+		{Name: "u16", Type: arrow.PrimitiveTypes.Uint16, Nullable: true},
+		{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
+		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		{Name: "ls", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+		{Name: "bin", Type: arrow.BinaryTypes.Binary, Nullable: true},
+		{Name: "dec", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
+		{Name: "ts", Type: tsUS, Nullable: true},
+		{Name: "date", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
+		{Name: "list", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
+		{Name: "nul", Type: arrow.Null, Nullable: true},
+	}, nil)
+	const rows = `[
+	{"k":0,"i8":1,"u16":2,"f32":1.5,"b":true,"ls":"a","bin":"AQI=","dec":"1.25","ts":"2026-11-30T00:00:00Z","date":"2026-11-30","list":[1,2],"nul":null},
+	{"k":1,"i8":null,"u16":3,"f32":null,"b":false,"ls":null,"bin":null,"dec":null,"ts":null,"date":null,"list":null,"nul":null},
+	{"k":2,"i8":-3,"u16":null,"f32":2.5,"b":null,"ls":"ccc","bin":"","dec":"-7.00","ts":"1969-01-01T00:00:00Z","date":"1969-01-01","list":[],"nul":null},
+	{"k":null,"i8":4,"u16":5,"f32":3,"b":true,"ls":"","bin":"/w==","dec":"0.01","ts":"2000-02-29T12:00:00Z","date":"2000-02-29","list":[3],"nul":null},
+	{"k":4,"i8":5,"u16":6,"f32":-1,"b":false,"ls":"eeeee","bin":"AA==","dec":"99.99","ts":"2030-01-01T00:00:00Z","date":"2030-01-01","list":[4,5,6],"nul":null}
+	]`
+	full, _, err := array.RecordFromJSON(mem, schema, strings.NewReader(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Release()
+	for _, c := range []struct {
+		name     string
+		from, to int64
+		pred     Expr
+	}{
+		{"even k", 0, 5, Eq(Mod(Col("k"), Lit(2)), Lit(0))},
+		{"sliced", 1, 5, Ne(Col("k"), Lit(2))},
+		{"bool column", 1, 4, Col("b")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := full.NewSlice(c.from, c.to)
+			defer rec.Release()
+			f, err := NewFilter(mem, schema, c.pred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := f.Apply(context.Background(), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer got.Release()
+			p, err := NewProjection(mem, schema, []Named{As(c.pred, "m")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mask, err := p.Apply(context.Background(), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mask.Release()
+			want, err := compute.FilterRecordBatch(exec.WithAllocator(context.Background(), mem), rec, mask.Column(0), compute.DefaultFilterOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer want.Release()
+			if !array.RecordEqual(got, want) {
+				t.Errorf("\n got %s\nwant %s", recordJSON(t, got), recordJSON(t, want))
+			}
+		})
 	}
 }

@@ -1,0 +1,410 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// WithMetrics exports the query's metrics through reg (never a global
+// registry). They are registered when Run has opened the checkpoint (the
+// query's name is known then) with a const label query=<name>, and stay
+// registered after Run returns, with onceflow_query_running at 0, so the
+// last values remain scrapeable. A later Run of a query of the same name
+// on reg takes them over; while one is running, a second one fails to
+// start with an error naming the query. Default: no metrics (or a private
+// registry behind WithStatusServer's /metrics).
+//
+// The metrics, all labelled query:
+//
+//	onceflow_query_running                     1 while Run runs, else 0
+//	onceflow_seconds_since_last_commit         at scrape time: since this run's last commit, or since the run started
+//	onceflow_last_committed_batch_id           newest committed batch id (-1 before any)
+//	onceflow_last_batch_duration_seconds       duration of the newest batch
+//	onceflow_batch_duration_seconds            histogram of batch durations
+//	onceflow_batches_total                     batches committed
+//	onceflow_recovered_batches_total           batches re-run from the write-ahead log after a restart
+//	onceflow_input_rows_total{source}          rows read, per source
+//	onceflow_output_rows_total{sink}           rows handed to each sink
+//	onceflow_source_lag{source,partition}      records available and not yet planned (sources that report it)
+//	onceflow_state_rows{operator}              live state rows
+//	onceflow_state_memory_bytes{operator}      memory the state's working copy uses
+//	onceflow_late_rows_dropped_total{operator} rows dropped as older than the watermark
+//
+// Source lag comes from the source's SourceMetrics: a "partitions" entry
+// holding a list of objects with "topic", "partition" and "lag" members
+// (any letter case, so the JSON of the Kafka source's PartitionStats
+// qualifies), or a "lag" entry mapping partition names to numbers.
+// Sources that report neither have no lag series.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(c *config) { monitorOf(c).reg = reg }
+}
+
+// startFailer is implemented by an observer whose start can fail (a
+// metrics registration conflict, a status address in use). The driver
+// checks it after calling started and fails Run with the error.
+type startFailer interface {
+	startErr() error
+}
+
+var _ startFailer = (*monitor)(nil)
+
+// monitor is the observer behind WithMetrics and WithStatusServer. One per
+// query, found in the config's observers.
+type monitor struct {
+	cfg  *config // read at start, after every option was applied
+	now  func() time.Time
+	reg  prometheus.Registerer
+	addr string
+	rule HealthRule
+
+	mu struct {
+		sync.Mutex
+		queryID, runID, name string
+		running              bool
+		startedAt            time.Time
+		lastCommitAt         time.Time
+		last                 *Progress
+		lastErr              error
+		startErr             error
+		interval             time.Duration
+		listenAddr           string
+	}
+	metrics *queryMetrics
+	server  *statusServer
+}
+
+func monitorOf(c *config) *monitor {
+	for _, o := range c.observers {
+		if m, ok := o.(*monitor); ok {
+			return m
+		}
+	}
+	m := &monitor{cfg: c, now: time.Now}
+	c.observers = append(c.observers, m)
+	return m
+}
+
+func (m *monitor) started(queryID, runID, name string) {
+	now := m.now()
+	m.mu.Lock()
+	m.mu.queryID, m.mu.runID, m.mu.name = queryID, runID, name
+	m.mu.running = true
+	m.mu.startedAt = now
+	m.mu.lastCommitAt = time.Time{}
+	m.mu.last = nil
+	m.mu.lastErr = nil
+	m.mu.startErr = nil
+	m.mu.interval = triggerInterval(m.cfg.trigger, now)
+	m.mu.Unlock()
+
+	var errs []error
+	reg := m.reg
+	if reg == nil && m.addr != "" {
+		reg = prometheus.NewRegistry() // private, for /metrics
+		m.reg = reg
+	}
+	if reg != nil {
+		if m.metrics == nil || m.metrics.name != name {
+			qm := newQueryMetrics(name, m)
+			if err := qm.register(reg); err != nil {
+				errs = append(errs, err)
+			} else {
+				m.metrics = qm
+			}
+		}
+	}
+	if m.addr != "" && len(errs) == 0 {
+		srv, err := startStatusServer(m)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			m.server = srv
+		}
+	}
+	m.mu.Lock()
+	m.mu.startErr = errors.Join(errs...)
+	m.mu.Unlock()
+}
+
+func (m *monitor) startErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.startErr
+}
+
+func (m *monitor) committed(p *Progress) {
+	m.mu.Lock()
+	m.mu.last = p
+	m.mu.lastCommitAt = m.now()
+	m.mu.Unlock()
+	if m.metrics != nil {
+		m.metrics.observe(p)
+	}
+}
+
+func (m *monitor) recovered(int64) {
+	if m.metrics != nil {
+		m.metrics.recovered.Inc()
+	}
+}
+
+func (m *monitor) stopped(err error) {
+	m.mu.Lock()
+	m.mu.running = false
+	m.mu.lastErr = err
+	m.mu.Unlock()
+	if m.server != nil {
+		m.server.shutdown()
+		m.server = nil
+	}
+	m.mu.Lock()
+	m.mu.listenAddr = ""
+	m.mu.Unlock()
+}
+
+// snapshot is what the status endpoint and the gauges read.
+type monitorState struct {
+	queryID, runID, name string
+	running              bool
+	startedAt            time.Time
+	lastCommitAt         time.Time
+	last                 *Progress
+	lastErr              error
+	interval             time.Duration
+}
+
+func (m *monitor) state() monitorState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return monitorState{
+		queryID: m.mu.queryID, runID: m.mu.runID, name: m.mu.name, running: m.mu.running,
+		startedAt: m.mu.startedAt, lastCommitAt: m.mu.lastCommitAt, last: m.mu.last, lastErr: m.mu.lastErr,
+		interval: m.mu.interval,
+	}
+}
+
+// sinceCommit is the time since this run's last commit, or since it
+// started when it has committed nothing yet.
+func (s monitorState) sinceCommit(now time.Time) time.Duration {
+	ref := s.lastCommitAt
+	if ref.IsZero() {
+		ref = s.startedAt
+	}
+	if ref.IsZero() {
+		return 0
+	}
+	return now.Sub(ref)
+}
+
+// triggerInterval is the expected time between batches: the processing
+// interval, or the gap between two ticks of a schedule, or 0.
+func triggerInterval(t Trigger, now time.Time) time.Duration {
+	switch t.kind {
+	case triggerEvery:
+		return t.interval
+	case triggerSchedule:
+		if t.schedule == nil {
+			return 0
+		}
+		a := t.schedule.Next(now)
+		b := t.schedule.Next(a)
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return b.Sub(a)
+	}
+	return 0
+}
+
+// queryMetrics are one query's collectors, registered as one Collector.
+type queryMetrics struct {
+	name string
+	mon  *monitor
+
+	running, sinceCommit            prometheus.GaugeFunc
+	lastBatchID, lastDuration       prometheus.Gauge
+	duration                        prometheus.Histogram
+	batches, recovered              prometheus.Counter
+	inputRows, outputRows, lateRows *prometheus.CounterVec
+	lag, stateRows, stateBytes      *prometheus.GaugeVec
+	lagSeries                       map[[2]string]bool
+	all                             []prometheus.Collector
+}
+
+func newQueryMetrics(name string, mon *monitor) *queryMetrics {
+	cl := prometheus.Labels{"query": name}
+	opts := func(n, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "onceflow", Name: n, Help: help, ConstLabels: cl}
+	}
+	q := &queryMetrics{name: name, mon: mon, lagSeries: map[[2]string]bool{}}
+	q.running = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("query_running", "1 while the query's Run is running, 0 after it returned.")), func() float64 {
+		if mon.state().running {
+			return 1
+		}
+		return 0
+	})
+	q.sinceCommit = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("seconds_since_last_commit", "Seconds since this run's last committed batch, or since the run started if it committed none.")), func() float64 {
+		return mon.state().sinceCommit(mon.now()).Seconds()
+	})
+	q.lastBatchID = prometheus.NewGauge(prometheus.GaugeOpts(opts("last_committed_batch_id", "Id of the newest committed batch (-1 before any).")))
+	q.lastBatchID.Set(-1)
+	q.lastDuration = prometheus.NewGauge(prometheus.GaugeOpts(opts("last_batch_duration_seconds", "Duration of the newest committed batch.")))
+	q.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "onceflow", Name: "batch_duration_seconds", Help: "Durations of committed batches.", ConstLabels: cl,
+		Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12), // 5ms … ~20 min
+	})
+	q.batches = prometheus.NewCounter(prometheus.CounterOpts(opts("batches_total", "Batches committed.")))
+	q.recovered = prometheus.NewCounter(prometheus.CounterOpts(opts("recovered_batches_total", "Batches re-run from the write-ahead log after a restart.")))
+	q.inputRows = prometheus.NewCounterVec(prometheus.CounterOpts(opts("input_rows_total", "Rows read from each source.")), []string{"source"})
+	q.outputRows = prometheus.NewCounterVec(prometheus.CounterOpts(opts("output_rows_total", "Rows handed to each sink.")), []string{"sink"})
+	q.lateRows = prometheus.NewCounterVec(prometheus.CounterOpts(opts("late_rows_dropped_total", "Rows a stateful operator dropped as older than the watermark.")), []string{"operator"})
+	q.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("source_lag", "Records available in a source partition and not yet planned into a batch.")), []string{"source", "partition"})
+	q.stateRows = prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("state_rows", "Live rows in a stateful operator's state.")), []string{"operator"})
+	q.stateBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("state_memory_bytes", "Memory used by a stateful operator's working state.")), []string{"operator"})
+	q.all = []prometheus.Collector{q.running, q.sinceCommit, q.lastBatchID, q.lastDuration, q.duration, q.batches, q.recovered,
+		q.inputRows, q.outputRows, q.lateRows, q.lag, q.stateRows, q.stateBytes}
+	return q
+}
+
+func (q *queryMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range q.all {
+		c.Describe(ch)
+	}
+}
+
+func (q *queryMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range q.all {
+		c.Collect(ch)
+	}
+}
+
+// register registers q on reg. The metrics of a stopped query of the same
+// name are taken over; those of a running one are a conflict.
+func (q *queryMetrics) register(reg prometheus.Registerer) error {
+	err := reg.Register(q)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if old, ok := are.ExistingCollector.(*queryMetrics); ok && !old.mon.state().running {
+			reg.Unregister(old)
+			err = reg.Register(q)
+		}
+		if errors.As(err, &are) {
+			return fmt.Errorf("%w: metrics of query %q are already registered by a running query on this registry; give each query its own name (WithName)", ErrConcurrentDriver, q.name)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("engine: register metrics of query %q: %w", q.name, err)
+	}
+	return nil
+}
+
+func (q *queryMetrics) observe(p *Progress) {
+	q.batches.Inc()
+	q.lastBatchID.Set(float64(p.BatchID))
+	d := time.Duration(p.BatchDurationMs) * time.Millisecond
+	q.lastDuration.Set(d.Seconds())
+	q.duration.Observe(d.Seconds())
+	seen := map[[2]string]bool{}
+	for _, s := range p.Sources {
+		q.inputRows.WithLabelValues(s.Description).Add(float64(s.NumInputRows))
+		for part, lag := range sourceLag(s.Metrics) {
+			k := [2]string{s.Description, part}
+			seen[k] = true
+			q.lag.WithLabelValues(k[0], k[1]).Set(lag)
+		}
+	}
+	for k := range q.lagSeries {
+		if !seen[k] {
+			q.lag.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	q.lagSeries = seen
+	for _, s := range p.Sinks {
+		q.outputRows.WithLabelValues(s.Description).Add(float64(s.NumOutputRows))
+	}
+	for _, op := range p.StateOperators {
+		q.stateRows.WithLabelValues(op.OperatorID).Set(float64(op.NumRowsTotal))
+		q.stateBytes.WithLabelValues(op.OperatorID).Set(float64(op.MemoryUsedBytes))
+		q.lateRows.WithLabelValues(op.OperatorID).Add(float64(op.NumRowsDroppedByWatermark))
+	}
+}
+
+// sourceLag reads per-partition lag out of a source's metrics (see
+// WithMetrics). Values are round-tripped through JSON so Go structs and
+// decoded JSON read alike.
+func sourceLag(m map[string]any) map[string]float64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, v := range m {
+		switch strings.ToLower(k) {
+		case "partitions":
+			var parts []map[string]json.RawMessage
+			if b, err := json.Marshal(v); err != nil || json.Unmarshal(b, &parts) != nil {
+				continue
+			}
+			for _, p := range parts {
+				var lag float64
+				if !jsonNumber(member(p, "lag"), &lag) {
+					continue
+				}
+				name := jsonText(member(p, "partition"))
+				if t := jsonText(member(p, "topic")); t != "" {
+					name = t + "/" + name
+				}
+				out[name] = lag
+			}
+		case "lag":
+			var lags map[string]float64
+			if b, err := json.Marshal(v); err != nil || json.Unmarshal(b, &lags) != nil {
+				continue
+			}
+			for p, l := range lags {
+				out[p] = l
+			}
+		}
+	}
+	return out
+}
+
+func member(m map[string]json.RawMessage, name string) json.RawMessage {
+	if v, ok := m[name]; ok {
+		return v
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if strings.EqualFold(k, name) {
+			return m[k]
+		}
+	}
+	return nil
+}
+
+func jsonNumber(raw json.RawMessage, f *float64) bool {
+	return raw != nil && json.Unmarshal(raw, f) == nil
+}
+
+func jsonText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) == nil {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return string(raw)
+}

@@ -69,15 +69,6 @@ func aggGather[T any](vals []T, idx []uint32) []T {
 	return out
 }
 
-func aggCountsHas(counts []int64, idx []uint32) []bool {
-	n := aggRows(idx, len(counts))
-	has := make([]bool, n)
-	for j := range has {
-		has[j] = counts[aggRow(idx, j)] > 0
-	}
-	return has
-}
-
 // ---- count ----
 
 type countAcc struct {
@@ -134,26 +125,119 @@ func (a *countAcc) reset(idx []uint32) {
 func (a *countAcc) compact(keep []bool) { a.counts = aggCompact(a.counts, keep) }
 func (a *countAcc) memoryBytes() int64  { return aggSize(a.counts) }
 
-// ---- integer sum and average ----
+// ---- sum and average ----
 
-// sumIntAcc sums an integer column as int64 and counts its non-null values;
-// as avg it outputs sum/count.
-type sumIntAcc[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64] struct {
-	avg      bool
-	unsigned bool // T is uint64: values above MaxInt64 overflow
-	sums     []int64
-	counts   []int64
+// aggSumCount is one group's sum and count of non-null values, side by side
+// so that a row's update touches one cache line.
+type aggSumCount[S int64 | float64] struct {
+	sum S
+	n   int64
 }
 
-func (a *sumIntAcc[T]) grow(n int) {
-	a.sums = aggGrow(a.sums, n)
-	a.counts = aggGrow(a.counts, n)
+// sumBase holds the state of sum and avg; as avg it outputs sum/count.
+type sumBase[S int64 | float64] struct {
+	avg bool
+	sc  []aggSumCount[S]
+}
+
+func (a *sumBase[S]) grow(n int) { a.sc = aggGrow(a.sc, n) }
+
+func (a *sumBase[S]) sumType() arrow.DataType {
+	var zero S
+	if _, ok := any(zero).(float64); ok {
+		return arrow.PrimitiveTypes.Float64
+	}
+	return arrow.PrimitiveTypes.Int64
+}
+
+func (a *sumBase[S]) stateFields(name string) []arrow.Field {
+	if a.avg {
+		return []arrow.Field{
+			{Name: name + ".sum", Type: a.sumType()},
+			{Name: name + ".count", Type: arrow.PrimitiveTypes.Int64},
+		}
+	}
+	return []arrow.Field{{Name: name, Type: a.sumType(), Nullable: true}}
+}
+
+// split gathers the sums, counts and has-value flags of groups idx.
+func (a *sumBase[S]) split(idx []uint32) ([]S, []int64, []bool) {
+	n := aggRows(idx, len(a.sc))
+	sums, counts, has := make([]S, n), make([]int64, n), make([]bool, n)
+	for j := range n {
+		v := a.sc[aggRow(idx, j)]
+		sums[j], counts[j], has[j] = v.sum, v.n, v.n > 0
+	}
+	return sums, counts, has
+}
+
+func (a *sumBase[S]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
+	sums, counts, has := a.split(idx)
+	if a.avg {
+		return []arrow.Array{
+			aggFixedArray(mem, a.sumType(), sums, nil, nil),
+			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, counts, nil, nil),
+		}
+	}
+	return []arrow.Array{aggFixedArray(mem, a.sumType(), sums, has, nil)}
+}
+
+func (a *sumBase[S]) load(cols []arrow.Array, gids []uint32) {
+	sums := gbValues[S](cols[0])
+	for i, g := range gids {
+		a.sc[g] = aggSumCount[S]{}
+		if cols[0].IsValid(i) {
+			a.sc[g] = aggSumCount[S]{sum: sums[i], n: 1}
+		}
+	}
+	if a.avg {
+		c := cols[1].(*array.Int64)
+		for i, g := range gids {
+			a.sc[g].n = c.Value(i)
+		}
+	}
+}
+
+func (a *sumBase[S]) resultType() arrow.DataType {
+	if a.avg {
+		return arrow.PrimitiveTypes.Float64
+	}
+	return a.sumType()
+}
+
+func (a *sumBase[S]) result(mem memory.Allocator, idx []uint32) arrow.Array {
+	sums, counts, has := a.split(idx)
+	if !a.avg {
+		return aggFixedArray(mem, a.sumType(), sums, has, nil)
+	}
+	avg := make([]float64, len(has))
+	for j := range avg {
+		if has[j] {
+			avg[j] = float64(sums[j]) / float64(counts[j])
+		}
+	}
+	return aggFixedArray(mem, arrow.PrimitiveTypes.Float64, avg, has, nil)
+}
+
+func (a *sumBase[S]) reset(idx []uint32) {
+	for _, g := range idx {
+		a.sc[g] = aggSumCount[S]{}
+	}
+}
+
+func (a *sumBase[S]) compact(keep []bool) { a.sc = aggCompact(a.sc, keep) }
+func (a *sumBase[S]) memoryBytes() int64  { return aggSize(a.sc) }
+
+// sumIntAcc sums an integer column as int64; an overflow fails the merge.
+type sumIntAcc[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64] struct {
+	sumBase[int64]
+	unsigned bool // T is uint64: values above MaxInt64 overflow
 }
 
 func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	vals := gbValues[T](col)
 	gids := m.gids[:len(vals)]
-	sums, counts := a.sums, a.counts
+	sc := a.sc
 	bm, off := gbBitmap(col)
 	if a.unsigned {
 		for i, v := range vals {
@@ -164,14 +248,14 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	}
 	if bm == nil {
 		for i, v := range vals {
-			g := gids[i]
-			s, x := sums[g], int64(v)
+			p := &sc[gids[i]]
+			s, x := p.sum, int64(v)
 			r := s + x
 			if (s^r)&(x^r) < 0 {
-				return a.overflow(m, g, s, x)
+				return a.overflow(m, gids[i], s, x)
 			}
-			sums[g] = r
-			counts[g]++
+			p.sum = r
+			p.n++
 		}
 		return nil
 	}
@@ -179,14 +263,14 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 		if !bitutil.BitIsSet(bm, off+i) {
 			continue
 		}
-		g := gids[i]
-		s, x := sums[g], int64(v)
+		p := &sc[gids[i]]
+		s, x := p.sum, int64(v)
 		r := s + x
 		if (s^r)&(x^r) < 0 {
-			return a.overflow(m, g, s, x)
+			return a.overflow(m, gids[i], s, x)
 		}
-		sums[g] = r
-		counts[g]++
+		p.sum = r
+		p.n++
 	}
 	return nil
 }
@@ -195,177 +279,26 @@ func (a *sumIntAcc[T]) overflow(m *aggMergeCtx, g uint32, s, x int64) error {
 	return fmt.Errorf("%w: column %q, group %s: %d + %d", ErrSumOverflow, m.column, m.describe(g), s, x)
 }
 
-func (a *sumIntAcc[T]) stateFields(name string) []arrow.Field {
-	if a.avg {
-		return []arrow.Field{
-			{Name: name + ".sum", Type: arrow.PrimitiveTypes.Int64},
-			{Name: name + ".count", Type: arrow.PrimitiveTypes.Int64},
-		}
-	}
-	return []arrow.Field{{Name: name, Type: arrow.PrimitiveTypes.Int64, Nullable: true}}
-}
-
-func (a *sumIntAcc[T]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
-	if a.avg {
-		return []arrow.Array{
-			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.sums, nil, idx),
-			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.counts, nil, idx),
-		}
-	}
-	return []arrow.Array{aggFixedArray(mem, arrow.PrimitiveTypes.Int64, aggGather(a.sums, idx), aggCountsHas(a.counts, idx), nil)}
-}
-
-func (a *sumIntAcc[T]) load(cols []arrow.Array, gids []uint32) {
-	s := cols[0].(*array.Int64)
-	for i, g := range gids {
-		a.sums[g], a.counts[g] = 0, 0
-		if s.IsValid(i) {
-			a.sums[g], a.counts[g] = s.Value(i), 1
-		}
-	}
-	if a.avg {
-		c := cols[1].(*array.Int64)
-		for i, g := range gids {
-			a.counts[g] = c.Value(i)
-		}
-	}
-}
-
-func (a *sumIntAcc[T]) resultType() arrow.DataType {
-	if a.avg {
-		return arrow.PrimitiveTypes.Float64
-	}
-	return arrow.PrimitiveTypes.Int64
-}
-
-func (a *sumIntAcc[T]) result(mem memory.Allocator, idx []uint32) arrow.Array {
-	has := aggCountsHas(a.counts, idx)
-	if !a.avg {
-		return aggFixedArray(mem, arrow.PrimitiveTypes.Int64, aggGather(a.sums, idx), has, nil)
-	}
-	avg := make([]float64, len(has))
-	for j := range avg {
-		if g := aggRow(idx, j); has[j] {
-			avg[j] = float64(a.sums[g]) / float64(a.counts[g])
-		}
-	}
-	return aggFixedArray(mem, arrow.PrimitiveTypes.Float64, avg, has, nil)
-}
-
-func (a *sumIntAcc[T]) reset(idx []uint32) {
-	for _, g := range idx {
-		a.sums[g], a.counts[g] = 0, 0
-	}
-}
-
-func (a *sumIntAcc[T]) compact(keep []bool) {
-	a.sums = aggCompact(a.sums, keep)
-	a.counts = aggCompact(a.counts, keep)
-}
-
-func (a *sumIntAcc[T]) memoryBytes() int64 { return aggSize(a.sums) + aggSize(a.counts) }
-
-// ---- float sum and average ----
-
+// sumFloatAcc sums a float column as float64, in row order.
 type sumFloatAcc[T float32 | float64] struct {
-	avg    bool
-	sums   []float64
-	counts []int64
-}
-
-func (a *sumFloatAcc[T]) grow(n int) {
-	a.sums = aggGrow(a.sums, n)
-	a.counts = aggGrow(a.counts, n)
+	sumBase[float64]
 }
 
 func (a *sumFloatAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	vals := gbValues[T](col)
 	gids := m.gids[:len(vals)]
-	sums, counts := a.sums, a.counts
+	sc := a.sc
 	bm, off := gbBitmap(col)
-	if bm == nil {
-		for i, v := range vals {
-			g := gids[i]
-			sums[g] += float64(v)
-			counts[g]++
-		}
-		return nil
-	}
 	for i, v := range vals {
-		if bitutil.BitIsSet(bm, off+i) {
-			g := gids[i]
-			sums[g] += float64(v)
-			counts[g]++
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			continue
 		}
+		p := &sc[gids[i]]
+		p.sum += float64(v)
+		p.n++
 	}
 	return nil
 }
-
-func (a *sumFloatAcc[T]) stateFields(name string) []arrow.Field {
-	if a.avg {
-		return []arrow.Field{
-			{Name: name + ".sum", Type: arrow.PrimitiveTypes.Float64},
-			{Name: name + ".count", Type: arrow.PrimitiveTypes.Int64},
-		}
-	}
-	return []arrow.Field{{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true}}
-}
-
-func (a *sumFloatAcc[T]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
-	if a.avg {
-		return []arrow.Array{
-			aggFixedArray(mem, arrow.PrimitiveTypes.Float64, a.sums, nil, idx),
-			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.counts, nil, idx),
-		}
-	}
-	return []arrow.Array{aggFixedArray(mem, arrow.PrimitiveTypes.Float64, aggGather(a.sums, idx), aggCountsHas(a.counts, idx), nil)}
-}
-
-func (a *sumFloatAcc[T]) load(cols []arrow.Array, gids []uint32) {
-	s := cols[0].(*array.Float64)
-	for i, g := range gids {
-		a.sums[g], a.counts[g] = 0, 0
-		if s.IsValid(i) {
-			a.sums[g], a.counts[g] = s.Value(i), 1
-		}
-	}
-	if a.avg {
-		c := cols[1].(*array.Int64)
-		for i, g := range gids {
-			a.counts[g] = c.Value(i)
-		}
-	}
-}
-
-func (a *sumFloatAcc[T]) resultType() arrow.DataType { return arrow.PrimitiveTypes.Float64 }
-
-func (a *sumFloatAcc[T]) result(mem memory.Allocator, idx []uint32) arrow.Array {
-	has := aggCountsHas(a.counts, idx)
-	out := aggGather(a.sums, idx)
-	if a.avg {
-		avg := make([]float64, len(has))
-		for j := range avg {
-			if g := aggRow(idx, j); has[j] {
-				avg[j] = a.sums[g] / float64(a.counts[g])
-			}
-		}
-		out = avg
-	}
-	return aggFixedArray(mem, arrow.PrimitiveTypes.Float64, out, has, nil)
-}
-
-func (a *sumFloatAcc[T]) reset(idx []uint32) {
-	for _, g := range idx {
-		a.sums[g], a.counts[g] = 0, 0
-	}
-}
-
-func (a *sumFloatAcc[T]) compact(keep []bool) {
-	a.sums = aggCompact(a.sums, keep)
-	a.counts = aggCompact(a.counts, keep)
-}
-
-func (a *sumFloatAcc[T]) memoryBytes() int64 { return aggSize(a.sums) + aggSize(a.counts) }
 
 // ---- min, max, first, last of fixed-width values ----
 
@@ -668,25 +601,25 @@ func newAggAccumulator(a Agg, dt arrow.DataType) (aggAccumulator, error) {
 		avg := a.Func == AggAvg
 		switch dt.ID() {
 		case arrow.INT8:
-			return &sumIntAcc[int8]{avg: avg}, nil
+			return &sumIntAcc[int8]{sumBase: sumBase[int64]{avg: avg}}, nil
 		case arrow.INT16:
-			return &sumIntAcc[int16]{avg: avg}, nil
+			return &sumIntAcc[int16]{sumBase: sumBase[int64]{avg: avg}}, nil
 		case arrow.INT32:
-			return &sumIntAcc[int32]{avg: avg}, nil
+			return &sumIntAcc[int32]{sumBase: sumBase[int64]{avg: avg}}, nil
 		case arrow.INT64:
-			return &sumIntAcc[int64]{avg: avg}, nil
+			return &sumIntAcc[int64]{sumBase: sumBase[int64]{avg: avg}}, nil
 		case arrow.UINT8:
-			return &sumIntAcc[uint8]{avg: avg}, nil
+			return &sumIntAcc[uint8]{sumBase: sumBase[int64]{avg: avg}}, nil
 		case arrow.UINT16:
-			return &sumIntAcc[uint16]{avg: avg}, nil
+			return &sumIntAcc[uint16]{sumBase: sumBase[int64]{avg: avg}}, nil
 		case arrow.UINT32:
-			return &sumIntAcc[uint32]{avg: avg}, nil
+			return &sumIntAcc[uint32]{sumBase: sumBase[int64]{avg: avg}}, nil
 		case arrow.UINT64:
-			return &sumIntAcc[uint64]{avg: avg, unsigned: true}, nil
+			return &sumIntAcc[uint64]{sumBase: sumBase[int64]{avg: avg}, unsigned: true}, nil
 		case arrow.FLOAT32:
-			return &sumFloatAcc[float32]{avg: avg}, nil
+			return &sumFloatAcc[float32]{sumBase[float64]{avg: avg}}, nil
 		case arrow.FLOAT64:
-			return &sumFloatAcc[float64]{avg: avg}, nil
+			return &sumFloatAcc[float64]{sumBase[float64]{avg: avg}}, nil
 		}
 		return nil, unsupported
 	case AggMin, AggMax, AggFirst, AggLast:

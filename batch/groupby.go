@@ -46,9 +46,8 @@ type GroupBy struct {
 	epoch     uint32
 	touchMark []uint32
 	touched   []uint32
-	// per Merge: a group is in this merge when mergeMark[g] == mergeSeq.
-	mergeSeq  uint32
-	mergeMark []uint32
+	// seq numbers the calls of keys.find (see keyTable.find).
+	seq uint32
 
 	m       aggMergeCtx
 	keyCols []arrow.Array
@@ -62,7 +61,7 @@ func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Ag
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: group by needs at least one key column", ErrAggSchema)
 	}
-	g := &GroupBy{mem: mem, in: in, aggs: append([]Agg(nil), aggs...), epoch: 1, mergeSeq: 1}
+	g := &GroupBy{mem: mem, in: in, aggs: append([]Agg(nil), aggs...), epoch: 1}
 	names := map[string]bool{}
 	var keyFields, outFields, stateFields []arrow.Field
 	for _, k := range keys {
@@ -155,7 +154,7 @@ func (g *GroupBy) Merge(rec arrow.RecordBatch) error {
 	for _, ci := range g.keyIdx {
 		g.keyCols = append(g.keyCols, rec.Column(ci))
 	}
-	g.keys.find(g.keyCols, g.m.gids)
+	g.m.groups = g.keys.find(g.keyCols, g.m.gids, g.nextSeq(), g.m.groups[:0])
 	clear(g.keyCols)
 	g.grow()
 	g.touch()
@@ -200,35 +199,31 @@ func (g *GroupBy) checkColumns(rec arrow.RecordBatch) error {
 func (g *GroupBy) grow() {
 	n := g.keys.len()
 	g.touchMark = aggGrow(g.touchMark, n)
-	g.mergeMark = aggGrow(g.mergeMark, n)
 	g.m.cand = aggGrow(g.m.cand, n)
 	for _, acc := range g.accs {
 		acc.grow(n)
 	}
 }
 
-// touch lists this merge's distinct groups and marks them changed.
-func (g *GroupBy) touch() {
-	g.mergeSeq++
-	if g.mergeSeq == 0 {
-		clear(g.mergeMark)
-		g.mergeSeq = 1
+// nextSeq is the seq of the next keys.find call.
+func (g *GroupBy) nextSeq() uint32 {
+	g.seq++
+	if g.seq == 0 {
+		g.keys.clearSeq()
+		g.seq = 1
 	}
-	seq, epoch := g.mergeSeq, g.epoch
-	mark, tmark := g.mergeMark, g.touchMark
-	groups := g.m.groups[:0]
-	for _, gid := range g.m.gids {
-		if mark[gid] == seq {
-			continue
-		}
-		mark[gid] = seq
-		groups = append(groups, gid)
+	return g.seq
+}
+
+// touch marks this merge's distinct groups changed.
+func (g *GroupBy) touch() {
+	epoch, tmark := g.epoch, g.touchMark
+	for _, gid := range g.m.groups {
 		if tmark[gid] != epoch {
 			tmark[gid] = epoch
 			g.touched = append(g.touched, gid)
 		}
 	}
-	g.m.groups = groups
 }
 
 // ClearChanges starts a new batch: no group is touched, PerBatch aggregates
@@ -306,7 +301,7 @@ func (g *GroupBy) Load(rec arrow.RecordBatch) error {
 	}
 	nk := len(g.keyIdx)
 	gids := make([]uint32, n)
-	g.keys.find(rec.Columns()[:nk], gids)
+	g.m.groups = g.keys.find(rec.Columns()[:nk], gids, g.nextSeq(), g.m.groups[:0])
 	g.grow()
 	c := nk
 	for i, acc := range g.accs {
@@ -355,7 +350,6 @@ func (g *GroupBy) Remove(keep func(keys []arrow.Array, out []bool)) (arrow.Recor
 	g.touched = touched
 	g.keys.compact(out)
 	g.touchMark = aggCompact(g.touchMark, out)
-	g.mergeMark = aggCompact(g.mergeMark, out)
 	g.m.cand = g.m.cand[:g.keys.len()]
 	for _, acc := range g.accs {
 		acc.compact(out)
@@ -375,7 +369,7 @@ func (g *GroupBy) MemoryBytes() int64 {
 	if g.keys == nil {
 		return 0
 	}
-	n := g.keys.memoryBytes() + aggSize(g.touchMark) + aggSize(g.touched) + aggSize(g.mergeMark) +
+	n := g.keys.memoryBytes() + aggSize(g.touchMark) + aggSize(g.touched) +
 		aggSize(g.m.gids) + aggSize(g.m.groups) + aggSize(g.m.cand) + aggSize(g.m.bools)
 	for _, acc := range g.accs {
 		n += acc.memoryBytes()
@@ -387,7 +381,7 @@ func (g *GroupBy) MemoryBytes() int64 {
 func (g *GroupBy) Release() {
 	g.keys = nil
 	g.accs = nil
-	g.touchMark, g.touched, g.mergeMark = nil, nil, nil
+	g.touchMark, g.touched = nil, nil
 	g.m = aggMergeCtx{}
 	g.keyCols = nil
 }

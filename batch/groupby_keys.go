@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -25,8 +26,13 @@ import (
 // 3/4 full, slots holding the key (or its hash) beside the group id.
 type keyTable interface {
 	// find writes the group id of each row of cols into gids, adding the
-	// unseen keys as new groups.
-	find(cols []arrow.Array, gids []uint32)
+	// unseen keys as new groups, and appends to groups the distinct groups
+	// of the rows in first-seen order. seq identifies the call: a slot
+	// remembers the last seq that saw it, which is what makes a group's
+	// first sight in a call free to detect (no pass over a mark array).
+	find(cols []arrow.Array, gids []uint32, seq uint32, groups []uint32) []uint32
+	// clearSeq forgets every seq (when the caller's counter wraps).
+	clearSeq()
 	len() int
 	// arrays returns the key columns of the groups idx (nil: all groups).
 	arrays(mem memory.Allocator, idx []uint32) []arrow.Array
@@ -67,16 +73,24 @@ func newKeyTable(fields []arrow.Field) keyTable {
 
 const minTableSlots = 256
 
+// tableLimit is the number of groups a table of n slots holds before it
+// doubles: 7/8 of the slots. Linear probing stays short at that load (a
+// found key is on average within 2-3 slots, mostly the same cache line),
+// and the denser table keeps more of it in cache.
+func tableLimit(n int) int { return n - n/8 }
+
 // tableShift is 64 - log2(slots) for a table of the given power-of-two size:
 // slot = (mixed hash) >> shift takes the hash's top bits.
 func tableShift(slots int) uint {
 	return uint(64 - bits.TrailingZeros64(uint64(slots)))
 }
 
-// u64Slot holds a key and its group id + 1 (0: empty slot).
+// u64Slot holds a key, its group id + 1 (0: empty slot) and the seq of the
+// last find that saw it.
 type u64Slot struct {
 	key uint64
 	gid uint32
+	seq uint32
 }
 
 // u64Keys is the table of one fixed-width key column of at most 8 bytes.
@@ -89,7 +103,9 @@ type u64Keys struct {
 	shift   uint
 	keys    []uint64 // by group id; 0 for the null group
 	nullGid int      // group of the null key, -1 if none
+	nullSeq uint32
 	scratch []uint64
+	touched uint64 // sum of the keys loaded ahead, kept so the loads stay
 }
 
 func u64Slot0(k uint64, shift uint) uint64 {
@@ -102,7 +118,7 @@ func (t *u64Keys) memoryBytes() int64 {
 	return aggSize(t.slots) + aggSize(t.keys) + aggSize(t.scratch)
 }
 
-func (t *u64Keys) find(cols []arrow.Array, gids []uint32) {
+func (t *u64Keys) find(cols []arrow.Array, gids []uint32, seq uint32, groups []uint32) []uint32 {
 	c := cols[0]
 	bm, off := gbBitmap(c)
 	switch c.DataType().ID() {
@@ -119,14 +135,14 @@ func (t *u64Keys) find(cols []arrow.Array, gids []uint32) {
 				s[i] = uint64(math.Float32bits(v))
 			}
 		}
-		u64Find(t, s, bm, off, gids)
+		return u64Find(t, s, bm, off, gids, seq, groups)
 	case arrow.FLOAT64:
 		vals := gbValues[float64](c)
 		s := t.scratchN(len(vals))
 		for i, v := range vals {
 			s[i] = hashFloat64Bits(v)
 		}
-		u64Find(t, s, bm, off, gids)
+		return u64Find(t, s, bm, off, gids, seq, groups)
 	case arrow.BOOL:
 		b := c.(*array.Boolean)
 		s := t.scratchN(c.Len())
@@ -136,17 +152,17 @@ func (t *u64Keys) find(cols []arrow.Array, gids []uint32) {
 				s[i] = 1
 			}
 		}
-		u64Find(t, s, bm, off, gids)
+		return u64Find(t, s, bm, off, gids, seq, groups)
 	default:
 		switch t.width {
 		case 1:
-			u64Find(t, gbValues[uint8](c), bm, off, gids)
+			return u64Find(t, gbValues[uint8](c), bm, off, gids, seq, groups)
 		case 2:
-			u64Find(t, gbValues[uint16](c), bm, off, gids)
+			return u64Find(t, gbValues[uint16](c), bm, off, gids, seq, groups)
 		case 4:
-			u64Find(t, gbValues[uint32](c), bm, off, gids)
+			return u64Find(t, gbValues[uint32](c), bm, off, gids, seq, groups)
 		default:
-			u64Find(t, gbValues[uint64](c), bm, off, gids)
+			return u64Find(t, gbValues[uint64](c), bm, off, gids, seq, groups)
 		}
 	}
 }
@@ -158,58 +174,147 @@ func (t *u64Keys) scratchN(n int) []uint64 {
 	return t.scratch[:n]
 }
 
-func (t *u64Keys) nullGroup() uint32 {
+// nullGroup is the group of the null key, and whether seq sees it first.
+func (t *u64Keys) nullGroup(seq uint32) (uint32, bool) {
 	if t.nullGid < 0 {
 		t.nullGid = len(t.keys)
 		t.keys = append(t.keys, 0)
 	}
-	return uint32(t.nullGid)
+	fresh := t.nullSeq != seq
+	t.nullSeq = seq
+	return uint32(t.nullGid), fresh
 }
 
+func (t *u64Keys) clearSeq() {
+	for i := range t.slots {
+		t.slots[i].seq = 0
+	}
+	t.nullSeq = 0
+}
+
+// probeBlock is the number of rows whose slots are loaded together before
+// any of them is compared. The compare branches depend on the loaded slot
+// and mispredict now and then (a collision, a group's first row in the
+// batch); with the loads already issued, a mispredict no longer waits for
+// a cache miss, and the misses of a block overlap.
+const probeBlock = 16
+
 // u64Find is the hot loop of single fixed-width keys.
-func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte, off int, gids []uint32) {
+func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {
 	if t.slots == nil {
 		t.resize(minTableSlots)
 	}
+	n := len(vals)
+	gids = gids[:n]
+	// Every row adds at most one group: out has room, written without
+	// bounds growth, ng advanced without a branch.
+	groups = slices.Grow(groups, n)
+	out := groups[:cap(groups)]
+	ng := len(groups)
 	slots, shift := t.slots, t.shift
 	mask := uint64(len(slots) - 1)
-	limit := len(slots) / 4 * 3
-	gids = gids[:len(vals)]
-	for i, v := range vals {
-		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
-			gids[i] = t.nullGroup()
+	limit := tableLimit(len(slots))
+	// Software pipeline: the slots of block b+1 are loaded (touch) before
+	// block b is probed, so the loads are in flight while b resolves and
+	// a mispredicted compare in b does not cancel them.
+	var pos [2][probeBlock]uint64
+	touch := uint64(0)
+	for j, v := range vals[:min(probeBlock, n)] {
+		p := u64Slot0(uint64(v), shift)
+		pos[0][j] = p
+		touch += slots[p].key
+	}
+	cur := 0
+	for base := 0; base < n; base += probeBlock {
+		if nb := base + probeBlock; nb < n {
+			next := &pos[cur^1]
+			for j, v := range vals[nb:min(nb+probeBlock, n)] {
+				p := u64Slot0(uint64(v), shift)
+				next[j] = p
+				touch += slots[p].key
+			}
+		}
+		blk := vals[base:min(base+probeBlock, n)]
+		cp := &pos[cur]
+		cur ^= 1
+		for j, v := range blk {
+			i := base + j
+			if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+				g, fresh := t.nullGroup(seq)
+				gids[i] = g
+				out[ng] = g
+				if fresh {
+					ng++
+				}
+				continue
+			}
+			k := uint64(v)
+			p := cp[j]
+			for {
+				s := &slots[p]
+				if s.key == k && s.gid != 0 {
+					g := s.gid - 1
+					gids[i] = g
+					fresh := uint64(s.seq ^ seq)
+					s.seq = seq
+					out[ng] = g
+					ng += int((fresh | -fresh) >> 63)
+					break
+				}
+				if s.gid == 0 {
+					if len(t.keys) >= limit {
+						t.resize(2 * len(slots))
+						slots, shift = t.slots, t.shift
+						mask = uint64(len(slots) - 1)
+						limit = tableLimit(len(slots))
+						// Positions computed for the old size are stale.
+						for jj := j; jj < len(blk); jj++ {
+							cp[jj] = u64Slot0(uint64(blk[jj]), shift)
+						}
+						if nb := base + probeBlock; nb < n {
+							for jj, v := range vals[nb:min(nb+probeBlock, n)] {
+								pos[cur][jj] = u64Slot0(uint64(v), shift)
+							}
+						}
+						p = cp[j]
+						continue
+					}
+					g := uint32(len(t.keys))
+					t.keys = append(t.keys, k)
+					s.key, s.gid, s.seq = k, g+1, seq
+					gids[i] = g
+					out[ng] = g
+					ng++
+					break
+				}
+				p = (p + 1) & mask
+			}
+		}
+	}
+	t.touched += touch
+	return out[:ng]
+}
+
+// resize moves the slots to a table of the given power-of-two size.
+func (t *u64Keys) resize(n int) {
+	old := t.slots
+	t.slots = make([]u64Slot, n)
+	t.shift = tableShift(n)
+	mask := uint64(n - 1)
+	for _, s := range old {
+		if s.gid == 0 {
 			continue
 		}
-		k := uint64(v)
-		p := u64Slot0(k, shift)
-		for {
-			s := &slots[p]
-			if s.key == k && s.gid != 0 {
-				gids[i] = s.gid - 1
-				break
-			}
-			if s.gid == 0 {
-				if len(t.keys) >= limit {
-					t.resize(2 * len(slots))
-					slots, shift = t.slots, t.shift
-					mask = uint64(len(slots) - 1)
-					limit = len(slots) / 4 * 3
-					p = u64Slot0(k, shift)
-					continue
-				}
-				g := uint32(len(t.keys))
-				t.keys = append(t.keys, k)
-				s.key, s.gid = k, g+1
-				gids[i] = g
-				break
-			}
+		p := u64Slot0(s.key, t.shift)
+		for t.slots[p].gid != 0 {
 			p = (p + 1) & mask
 		}
+		t.slots[p] = s
 	}
 }
 
-// resize rebuilds the slots at the given power-of-two size.
-func (t *u64Keys) resize(n int) {
+// rebuild makes the slots anew from the keys, at the given size.
+func (t *u64Keys) rebuild(n int) {
 	t.slots = make([]u64Slot, n)
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
@@ -241,10 +346,10 @@ func (t *u64Keys) compact(keep []bool) {
 	}
 	t.keys = aggCompact(t.keys, keep)
 	n := minTableSlots
-	for len(t.keys) >= n/4*3 {
+	for len(t.keys) >= tableLimit(n) {
 		n *= 2
 	}
-	t.resize(n)
+	t.rebuild(n)
 }
 
 func (t *u64Keys) arrays(mem memory.Allocator, idx []uint32) []arrow.Array {
@@ -295,10 +400,12 @@ func aggGatherBool(has []bool, idx []uint32) []bool {
 	return out
 }
 
-// bytesSlot holds the hash of a key and its group id + 1 (0: empty slot).
+// bytesSlot holds the hash of a key, its group id + 1 (0: empty slot) and
+// the seq of the last find that saw it.
 type bytesSlot struct {
 	hash uint64
 	gid  uint32
+	seq  uint32
 }
 
 // bytesKeys is the table of one variable-width key column (the key is the
@@ -318,9 +425,11 @@ type bytesKeys struct {
 	arena   []byte
 	offs    []int64 // group g's key is arena[offs[g]:offs[g+1]]
 	nullGid int
+	nullSeq uint32
 	// scratch of the row encoding
 	rowOffs []int64
 	buf     []byte
+	touched uint64 // sum of the hashes loaded ahead, kept so the loads stay
 }
 
 func (t *bytesKeys) len() int {
@@ -334,7 +443,7 @@ func (t *bytesKeys) memoryBytes() int64 {
 	return aggSize(t.slots) + aggSize(t.arena) + aggSize(t.offs) + aggSize(t.rowOffs) + aggSize(t.buf)
 }
 
-func (t *bytesKeys) find(cols []arrow.Array, gids []uint32) {
+func (t *bytesKeys) find(cols []arrow.Array, gids []uint32, seq uint32, groups []uint32) []uint32 {
 	if t.slots == nil {
 		t.resize(minTableSlots)
 		t.offs = append(t.offs[:0], 0)
@@ -344,70 +453,136 @@ func (t *bytesKeys) find(cols []arrow.Array, gids []uint32) {
 		bm, off := gbBitmap(c)
 		switch c.DataType().ID() {
 		case arrow.STRING, arrow.BINARY:
-			bytesFind(t, gbVarData(c), gbOffsets[int32](c), bm, off, gids)
+			return bytesFind(t, gbVarData(c), gbOffsets[int32](c), bm, off, gids, seq, groups)
 		default:
-			bytesFind(t, gbVarData(c), gbOffsets[int64](c), bm, off, gids)
+			return bytesFind(t, gbVarData(c), gbOffsets[int64](c), bm, off, gids, seq, groups)
 		}
-		return
 	}
 	t.encode(cols)
-	bytesFind(t, t.buf, t.rowOffs, nil, 0, gids)
+	return bytesFind(t, t.buf, t.rowOffs, nil, 0, gids, seq, groups)
 }
 
-func (t *bytesKeys) nullGroup() uint32 {
+// nullGroup is the group of the null key, and whether seq sees it first.
+func (t *bytesKeys) nullGroup(seq uint32) (uint32, bool) {
 	if t.nullGid < 0 {
 		t.nullGid = t.len()
 		t.offs = append(t.offs, int64(len(t.arena)))
 	}
-	return uint32(t.nullGid)
+	fresh := t.nullSeq != seq
+	t.nullSeq = seq
+	return uint32(t.nullGid), fresh
+}
+
+func (t *bytesKeys) clearSeq() {
+	for i := range t.slots {
+		t.slots[i].seq = 0
+	}
+	t.nullSeq = 0
 }
 
 // bytesFind is the hot loop of byte keys: row i's key is data[offs[i]:offs[i+1]].
-func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, off int, gids []uint32) {
+func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {
 	n := len(offs) - 1
+	gids = gids[:n]
+	groups = slices.Grow(groups, n)
+	out := groups[:cap(groups)]
+	ng := len(groups)
 	slots, shift := t.slots, t.shift
 	mask := uint64(len(slots) - 1)
-	limit := len(slots) / 4 * 3
-	gids = gids[:n]
-	for i := range gids {
-		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
-			gids[i] = t.nullGroup()
-			continue
-		}
-		key := data[offs[i]:offs[i+1]]
-		h := xxhash.Sum64(key)
-		p := h >> shift
-		for {
-			s := &slots[p]
-			if s.gid == 0 {
-				if t.len() >= limit {
-					t.resize(2 * len(slots))
-					slots, shift = t.slots, t.shift
-					mask = uint64(len(slots) - 1)
-					limit = len(slots) / 4 * 3
-					p = h >> shift
-					continue
-				}
-				g := uint32(t.len())
-				t.arena = append(t.arena, key...)
-				t.offs = append(t.offs, int64(len(t.arena)))
-				s.hash, s.gid = h, g+1
-				gids[i] = g
-				break
+	limit := tableLimit(len(slots))
+	// Pipelined like u64Find: hash block b+1 and load its slots, then probe b.
+	var hs [2][probeBlock]uint64
+	touch := uint64(0)
+	for j := range min(probeBlock, n) {
+		h := xxhash.Sum64(data[offs[j]:offs[j+1]])
+		hs[0][j] = h
+		touch += slots[h>>shift].hash
+	}
+	cur := 0
+	for base := 0; base < n; base += probeBlock {
+		end := min(base+probeBlock, n)
+		if nb := end; nb < n {
+			next := &hs[cur^1]
+			for j := range min(probeBlock, n-nb) {
+				h := xxhash.Sum64(data[offs[nb+j]:offs[nb+j+1]])
+				next[j] = h
+				touch += slots[h>>shift].hash
 			}
-			if s.hash == h {
-				g := s.gid - 1
-				if bytes.Equal(t.arena[t.offs[g]:t.offs[g+1]], key) {
+		}
+		ch := &hs[cur]
+		cur ^= 1
+		for i := base; i < end; i++ {
+			if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+				g, fresh := t.nullGroup(seq)
+				gids[i] = g
+				out[ng] = g
+				if fresh {
+					ng++
+				}
+				continue
+			}
+			key := data[offs[i]:offs[i+1]]
+			h := ch[i-base]
+			p := h >> shift
+			for {
+				s := &slots[p]
+				if s.gid == 0 {
+					if t.len() >= limit {
+						t.resize(2 * len(slots))
+						slots, shift = t.slots, t.shift
+						mask = uint64(len(slots) - 1)
+						limit = tableLimit(len(slots))
+						p = h >> shift
+						continue
+					}
+					g := uint32(t.len())
+					t.arena = append(t.arena, key...)
+					t.offs = append(t.offs, int64(len(t.arena)))
+					s.hash, s.gid, s.seq = h, g+1, seq
 					gids[i] = g
+					out[ng] = g
+					ng++
 					break
 				}
+				if s.hash == h {
+					g := s.gid - 1
+					if bytes.Equal(t.arena[t.offs[g]:t.offs[g+1]], key) {
+						gids[i] = g
+						fresh := uint64(s.seq ^ seq)
+						s.seq = seq
+						out[ng] = g
+						ng += int((fresh | -fresh) >> 63)
+						break
+					}
+				}
+				p = (p + 1) & mask
 			}
+		}
+	}
+	t.touched += touch
+	return out[:ng]
+}
+
+// resize moves the slots to a table of the given power-of-two size.
+func (t *bytesKeys) resize(n int) {
+	old := t.slots
+	t.slots = make([]bytesSlot, n)
+	t.shift = tableShift(n)
+	mask := uint64(n - 1)
+	for _, s := range old {
+		if s.gid == 0 {
+			continue
+		}
+		p := s.hash >> t.shift
+		for t.slots[p].gid != 0 {
 			p = (p + 1) & mask
 		}
+		t.slots[p] = s
 	}
 }
 
-func (t *bytesKeys) resize(n int) {
+// rebuild makes the slots anew from the keys, at the given size.
+func (t *bytesKeys) rebuild(n int) {
 	t.slots = make([]bytesSlot, n)
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
@@ -448,10 +623,10 @@ func (t *bytesKeys) compact(keep []bool) {
 	t.arena = t.arena[:a]
 	t.nullGid = newNull
 	slots := minTableSlots
-	for w >= slots/4*3 {
+	for w >= tableLimit(slots) {
 		slots *= 2
 	}
-	t.resize(slots)
+	t.rebuild(slots)
 }
 
 // encode writes the row encoding of cols into t.buf, row i at

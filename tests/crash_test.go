@@ -189,6 +189,68 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 	}
 }
 
+// writeLanding writes files of per rows each holding the counter's rows
+// as JSON lines, so a files-source run sees the counter's batches.
+func writeLanding(t *testing.T, dir string, rows, per int64) {
+	t.Helper()
+	for f := int64(0); f*per < rows; f++ {
+		var b strings.Builder
+		for i := f * per; i < min((f+1)*per, rows); i++ {
+			ts := i * 10_000
+			if i%5 == 0 {
+				ts -= 700_000
+			}
+			fmt.Fprintf(&b, `{"i":%d,"key":"k%d","amount":%d,"ts":"%s"}`+"\n", i, i%13, i*7%1000,
+				time.UnixMicro(ts).UTC().Format("2006-01-02T15:04:05.000000Z"))
+		}
+		name := filepath.Join(dir, fmt.Sprintf("part-%04d.json", f))
+		if err := os.WriteFile(name+".tmp", []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(name+".tmp", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCrashFilesSource is the aggregation crash test with the files
+// source: a landing directory of JSON-lines files, one taken per batch, into
+// GroupBy(key).Agg(sum, count), killed at every protocol step; the sink
+// must hold exactly what the counter-source run without crashes produced.
+func TestCrashFilesSource(t *testing.T) {
+	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
+	refOut := t.TempDir()
+	ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut)}
+	if killed, _ := ref.once(t, "", 0); killed {
+		t.Fatal("reference run was killed")
+	}
+	want, _ := readOut(t, refOut)
+	for _, point := range append(append([]string(nil), engine.FaultPoints...), "files-after-log") {
+		t.Run(point, func(t *testing.T) {
+			landing, out := t.TempDir(), t.TempDir()
+			writeLanding(t, landing, 6000, 500)
+			c := crashRun{bin: bin, args: progArgs(t.TempDir(), out, "-landing", landing)}
+			kills := 0
+			for k := 2; k < 5; k++ {
+				killed, _ := c.once(t, fmt.Sprintf("%s@%d", point, k), 0)
+				if !killed {
+					break
+				}
+				kills++
+			}
+			if killed, _ := c.once(t, "", 0); killed {
+				t.Fatal("clean run was killed")
+			}
+			got, repeats := readOut(t, out)
+			compareOut(t, want, got)
+			if kills == 0 {
+				t.Errorf("fault point %s never reached", point)
+			}
+			t.Logf("%d kills, %d repeats absorbed", kills, repeats)
+		})
+	}
+}
+
 // checkWindowsOnce checks that every closed window of the windowed run
 // appears exactly once across batches, with the sum the input gives it.
 func checkWindowsOnce(t *testing.T, out map[string][]byte) {

@@ -23,6 +23,7 @@ import (
 	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/source/files"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -34,14 +35,15 @@ func main() {
 	keys := flag.Int64("keys", 17, "distinct keys")
 	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
 	windowed := flag.Bool("windowed", false, "tumbling 1 s event-time windows with a 500 ms watermark, append mode")
+	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *rows, *perBatch, *keys, *stateless, *windowed); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir string, rows, perBatch, keys int64, stateless, windowed bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -51,7 +53,14 @@ func run(cpDir, outDir string, rows, perBatch, keys int64, stateless, windowed b
 	if err != nil {
 		return err
 	}
-	src := &counter{total: rows, perBatch: perBatch, keys: keys}
+	var src engine.Source = &counter{total: rows, perBatch: perBatch, keys: keys}
+	if landing != "" {
+		fsrc, err := files.New(landing, files.JSON, schema, files.WithMaxFilesPerTrigger(1))
+		if err != nil {
+			return err
+		}
+		src = fsrc
+	}
 	stream := engine.ReadStream(src).Where(batch.Ge(batch.Col("amount"), batch.Lit(int64(0))))
 	mode := engine.Update
 	switch {

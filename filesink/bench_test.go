@@ -186,11 +186,24 @@ func BenchmarkCompaction100k(b *testing.B) {
 		data, _ := table.Get(ctx, compactName(st.version))
 		b.ReportMetric(float64(len(data)), "compact-bytes")
 	})
-	b.Run("load", func(b *testing.B) {
+	b.Run("load-sink", func(b *testing.B) {
 		cpu0 := cpuTime()
 		defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op") }()
 		for i := 0; i < b.N; i++ {
-			got, err := loadState(ctx, table)
+			got, err := loadState(ctx, table, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(got.live) != n {
+				b.Fatalf("%d files", len(got.live))
+			}
+		}
+	})
+	b.Run("load-reader", func(b *testing.B) {
+		cpu0 := cpuTime()
+		defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op") }()
+		for i := 0; i < b.N; i++ {
+			got, err := loadState(ctx, table, false)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -23,17 +23,21 @@ import (
 // sorted by path: exactly the files the log lists as live, never a file an
 // uncommitted or failed attempt left on storage.
 func Committed(ctx context.Context, table storage.Store) ([]File, error) {
-	st, err := loadState(ctx, table)
+	st, err := loadState(ctx, table, false)
 	if err != nil {
 		return nil, fmt.Errorf("filesink: %s: %w", table.URL(), err)
 	}
-	return st.files(), nil
+	files, err := st.files()
+	if err != nil {
+		return nil, fmt.Errorf("filesink: %s: %w", table.URL(), err)
+	}
+	return files, nil
 }
 
 // Version returns the newest committed batch id of the table, or -1 for a
 // table with no commit.
 func Version(ctx context.Context, table storage.Store) (int64, error) {
-	st, err := loadState(ctx, table)
+	st, err := loadState(ctx, table, true)
 	if err != nil {
 		return 0, fmt.Errorf("filesink: %s: %w", table.URL(), err)
 	}
@@ -47,7 +51,7 @@ func Version(ctx context.Context, table storage.Store) (int64, error) {
 // float64, string, []byte (binary), time.Time (timestamps, UTC), and string
 // for dates ("2026-11-30") and decimals ("123.45"). fn must not keep row.
 func ReadRows(ctx context.Context, table storage.Store, fn func(f File, columns []string, row []any) error) error {
-	st, err := loadState(ctx, table)
+	st, err := loadState(ctx, table, false)
 	if err != nil {
 		return fmt.Errorf("filesink: %s: %w", table.URL(), err)
 	}
@@ -55,7 +59,11 @@ func ReadRows(ctx context.Context, table storage.Store, fn func(f File, columns 
 	for i, c := range st.schema {
 		columns[i] = c.Name
 	}
-	for _, f := range st.files() {
+	files, err := st.files()
+	if err != nil {
+		return fmt.Errorf("filesink: %s: %w", table.URL(), err)
+	}
+	for _, f := range files {
 		if err := readFile(ctx, table, st.schema, f, columns, fn); err != nil {
 			return fmt.Errorf("filesink: read %s: %w", f.Path, err)
 		}
@@ -252,7 +260,7 @@ func Vacuum(ctx context.Context, table storage.Store, olderThan time.Duration, n
 	if olderThan < 0 {
 		return nil, fmt.Errorf("%w: vacuum age %s is negative", ErrBadOption, olderThan)
 	}
-	st, err := loadState(ctx, table)
+	st, err := loadState(ctx, table, true)
 	if err != nil {
 		return nil, fmt.Errorf("filesink: vacuum %s: %w", table.URL(), err)
 	}

@@ -77,7 +77,7 @@ func (s *Sink) state(ctx context.Context) (*tableState, error) {
 	if s.mu.st != nil {
 		return s.mu.st, nil
 	}
-	st, err := loadState(ctx, s.table)
+	st, err := loadState(ctx, s.table, true)
 	if err != nil {
 		return nil, fmt.Errorf("filesink: open %s: %w", s.table.URL(), err)
 	}
@@ -181,7 +181,9 @@ func (s *Sink) compact(ctx context.Context, st *tableState) error {
 func (s *Sink) writeGroups(ctx context.Context, st *tableState, l *layout, batch, now int64, groups []*group, records []arrow.RecordBatch) (adds, removes []Action, err error) {
 	var small map[string][]File
 	if s.cfg.minFileSize > 0 {
-		small = smallFiles(st, s.cfg.minFileSize)
+		if small, err = smallFiles(st, s.cfg.minFileSize); err != nil {
+			return nil, nil, err
+		}
 	}
 	results := make([][]Action, len(groups))
 	eg, gctx := errgroup.WithContext(ctx)
@@ -209,7 +211,7 @@ func (s *Sink) writeGroups(ctx context.Context, st *tableState, l *layout, batch
 }
 
 // smallFiles indexes the live files below min bytes by folder.
-func smallFiles(st *tableState, min int64) map[string][]File {
+func smallFiles(st *tableState, min int64) (map[string][]File, error) {
 	out := map[string][]File{}
 	for _, f := range st.live {
 		if f.Size < min {
@@ -217,13 +219,17 @@ func smallFiles(st *tableState, min int64) map[string][]File {
 			if dir == "." {
 				dir = ""
 			}
-			out[dir] = append(out[dir], f.File)
+			ff, err := f.full()
+			if err != nil {
+				return nil, err
+			}
+			out[dir] = append(out[dir], ff)
 		}
 	}
 	for _, fs := range out {
 		slices.SortFunc(fs, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	}
-	return out
+	return out, nil
 }
 
 // writeGroup writes one partition's rows of the batch, rolling files at the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,21 @@ type tableState struct {
 type stateFile struct {
 	File
 	line []byte // the action as one JSON line, without the newline
+	// partial: loaded by the fast path, so only Path, Size, Rows, BatchID
+	// and Time are set; full decodes the rest from line.
+	partial bool
+}
+
+// full returns the file with every field, decoding line if needed.
+func (f stateFile) full() (File, error) {
+	if !f.partial {
+		return f.File, nil
+	}
+	var a Action
+	if err := json.Unmarshal(f.line, &a); err != nil {
+		return File{}, fmt.Errorf("decode log record of %s: %w", f.Path, err)
+	}
+	return a.File, nil
 }
 
 func newTableState() *tableState {
@@ -78,13 +94,17 @@ func (st *tableState) apply(e *Entry) error {
 }
 
 // files returns the live files sorted by path.
-func (st *tableState) files() []File {
+func (st *tableState) files() ([]File, error) {
 	out := make([]File, 0, len(st.live))
 	for _, f := range st.live {
-		out = append(out, f.File)
+		ff, err := f.full()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ff)
 	}
 	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
-	return out
+	return out, nil
 }
 
 // logListing is the log folder's objects.
@@ -131,11 +151,13 @@ func readEntry(ctx context.Context, table storage.Store, name string) (*Entry, e
 
 // loadState reads the table's newest version: the newest compact file and
 // the deltas after it. A log object deleted under it by a concurrent
-// compaction makes it list again.
-func loadState(ctx context.Context, table storage.Store) (*tableState, error) {
+// compaction makes it list again. With lazy, the compact file's records
+// are decoded only as far as path, size, rows, batch and time (the sink's
+// and Vacuum's needs); stateFile.full decodes the rest on demand.
+func loadState(ctx context.Context, table storage.Store, lazy bool) (*tableState, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		st, err := loadStateOnce(ctx, table)
+		st, err := loadStateOnce(ctx, table, lazy)
 		if err == nil || !storage.IsNotExist(err) {
 			return st, err
 		}
@@ -144,7 +166,7 @@ func loadState(ctx context.Context, table storage.Store) (*tableState, error) {
 	return nil, fmt.Errorf("read log: objects kept disappearing while reading: %w", lastErr)
 }
 
-func loadStateOnce(ctx context.Context, table storage.Store) (*tableState, error) {
+func loadStateOnce(ctx context.Context, table storage.Store, lazy bool) (*tableState, error) {
 	ll, err := listLog(ctx, table)
 	if err != nil {
 		return nil, err
@@ -153,7 +175,7 @@ func loadStateOnce(ctx context.Context, table storage.Store) (*tableState, error
 	from := int64(-1)
 	if n := len(ll.compacts); n > 0 {
 		c := ll.compacts[n-1]
-		if err := st.readCompact(ctx, table, c); err != nil {
+		if err := st.readCompact(ctx, table, c, lazy); err != nil {
 			return nil, fmt.Errorf("read %s: %w", compactName(c), err)
 		}
 		from = c
@@ -202,7 +224,11 @@ func (st *tableState) compactBytes(retention time.Duration) ([]byte, error) {
 		cut := now - retention.Milliseconds()
 		for p, f := range st.live {
 			if f.Time < cut {
-				rm := Action{Action: ActionRemove, File: File{Path: p, Size: f.Size, Rows: f.Rows, BatchID: st.version, Time: now, Partition: f.Partition}}
+				ff, err := f.full()
+				if err != nil {
+					return nil, err
+				}
+				rm := Action{Action: ActionRemove, File: File{Path: p, Size: f.Size, Rows: f.Rows, BatchID: st.version, Time: now, Partition: ff.Partition}}
 				if err := st.applyAction(rm, nil); err != nil {
 					return nil, err
 				}
@@ -259,7 +285,7 @@ const logVersion = "v1"
 
 // readCompact replaces the state with compact file id, decoding its action
 // lines on all cores and keeping each line's bytes.
-func (st *tableState) readCompact(ctx context.Context, table storage.Store, id int64) error {
+func (st *tableState) readCompact(ctx context.Context, table storage.Store, id int64, lazy bool) error {
 	name := compactName(id)
 	file := table.URL() + "/" + name
 	data, err := table.Get(ctx, name)
@@ -303,6 +329,7 @@ func (st *tableState) readCompact(ctx context.Context, table storage.Store, id i
 		return corrupt(off, fmt.Sprintf("%d action lines, header says %d", len(lines), h.Actions))
 	}
 	actions := make([]Action, len(lines))
+	partial := make([]bool, len(lines))
 	workers := min(runtime.GOMAXPROCS(0), 1+len(lines)/1000)
 	var eg errgroup.Group
 	per := (len(lines) + workers - 1) / workers
@@ -310,6 +337,12 @@ func (st *tableState) readCompact(ctx context.Context, table storage.Store, id i
 		lo, hi := w*per, min((w+1)*per, len(lines))
 		eg.Go(func() error {
 			for i := lo; i < hi; i++ {
+				if lazy {
+					if a, ok := parseRecordPrefix(lines[i]); ok {
+						actions[i], partial[i] = a, true
+						continue
+					}
+				}
 				if err := json.Unmarshal(lines[i], &actions[i]); err != nil {
 					return corrupt(offs[i], err.Error())
 				}
@@ -328,6 +361,17 @@ func (st *tableState) readCompact(ctx context.Context, table storage.Store, id i
 	for i, a := range actions {
 		if err := st.applyAction(a, lines[i]); err != nil {
 			return err
+		}
+		if partial[i] {
+			if a.Action == ActionAdd {
+				f := st.live[a.Path]
+				f.partial = true
+				st.live[a.Path] = f
+			} else {
+				f := st.tombstones[a.Path]
+				f.partial = true
+				st.tombstones[a.Path] = f
+			}
 		}
 	}
 	st.version, st.versionTime, st.compacted = h.BatchID, h.CommitTime, h.BatchID
@@ -371,4 +415,59 @@ func purgeLog(ctx context.Context, table storage.Store, id int64) error {
 		return fmt.Errorf("purge log before %s: %w", compactName(prev), err)
 	}
 	return nil
+}
+
+// parseRecordPrefix reads the leading fields of an action line as this
+// package writes them ({"action":…,"path":…,"size":…,"rows":…,"batchId":…,
+// "time":…, …}) without decoding the rest. ok is false for any other
+// shape (an escaped path, another field order), which the caller decodes
+// in full.
+func parseRecordPrefix(line []byte) (a Action, ok bool) {
+	if len(line) == 0 || line[len(line)-1] != '}' {
+		return a, false
+	}
+	rest, ok := bytes.CutPrefix(line, []byte(`{"action":"`))
+	if !ok {
+		return a, false
+	}
+	switch {
+	case bytes.HasPrefix(rest, []byte(ActionAdd+`"`)):
+		a.Action, rest = ActionAdd, rest[len(ActionAdd)+1:]
+	case bytes.HasPrefix(rest, []byte(ActionRemove+`"`)):
+		a.Action, rest = ActionRemove, rest[len(ActionRemove)+1:]
+	default:
+		return a, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"path":"`)); !ok {
+		return a, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return a, false
+	}
+	a.Path, rest = string(rest[:end]), rest[end+1:]
+	for _, fld := range []struct {
+		key string
+		dst *int64
+	}{{`,"size":`, &a.Size}, {`,"rows":`, &a.Rows}, {`,"batchId":`, &a.BatchID}, {`,"time":`, &a.Time}} {
+		if rest, ok = bytes.CutPrefix(rest, []byte(fld.key)); !ok {
+			return a, false
+		}
+		n := 0
+		if n < len(rest) && rest[n] == '-' {
+			n++
+		}
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		v, err := strconv.ParseInt(string(rest[:n]), 10, 64)
+		if err != nil {
+			return a, false
+		}
+		*fld.dst, rest = v, rest[n:]
+	}
+	if len(rest) == 0 || (rest[0] != ',' && rest[0] != '}') {
+		return a, false
+	}
+	return a, true
 }

@@ -277,7 +277,7 @@ func TestCompactionAndRetention(t *testing.T) {
 	}
 	// A reader of only the compact file agrees with the sink's state.
 	cst := newTableState()
-	if err := cst.readCompact(ctx, table, 14); err != nil {
+	if err := cst.readCompact(ctx, table, 14, false); err != nil {
 		t.Fatal(err)
 	}
 	if len(cst.live) != 11 || len(cst.tombstones) != 4 {
@@ -494,6 +494,7 @@ func TestReadersDuringWrites(t *testing.T) {
 	done := make(chan struct{})
 	errs := make(chan error, 2)
 	for r := 0; r < 2; r++ {
+		lazy := r == 0
 		go func() {
 			for {
 				select {
@@ -502,7 +503,7 @@ func TestReadersDuringWrites(t *testing.T) {
 					return
 				default:
 				}
-				st, err := loadState(ctx, table)
+				st, err := loadState(ctx, table, lazy)
 				if err != nil {
 					errs <- err
 					return

@@ -31,8 +31,8 @@ type Source interface {
 	LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error)
 	// Read emits the records in [start, end) in a deterministic order: a
 	// second Read of the same range emits the same rows in the same order.
-	// emit's record is released by the engine after emit returns; a record
-	// the engine keeps is retained by the engine.
+	// The source owns each record it emits and releases it after emit
+	// returns; the engine retains any record it keeps.
 	Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error
 }
 

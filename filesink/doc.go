@@ -37,9 +37,23 @@
 //     count, partition values and column statistics. Fault point
 //     filesink-after-log.
 //  4. Every WithCompactEvery batches, write _onceflow_log/<N>.compact with
-//     every live file, from the sink's in-memory state (no re-reading of the
-//     log), applying WithRetention. Fault point filesink-compaction. Then
-//     delete the log objects older than the previous compact file.
+//     every live file, applying WithRetention. Fault point
+//     filesink-compaction. Then delete the log objects older than the
+//     previous compact file.
+//
+// # Compaction cost (Spark's FileStreamSinkLog problem)
+//
+// Spark re-reads and re-serializes the whole compacted log at every
+// compaction, so every tenth batch gets slower forever. Here the sink keeps
+// the table's live files in memory, each with its record's JSON line,
+// encoded once when the file entered the table; a compaction sorts the
+// paths and concatenates the lines. It never reads the log. Its cost grows
+// with the live files only, which WithRetention bounds on an append-only
+// stream. The log is read once, when the sink starts (lazily: only the
+// fields the sink needs are parsed). Measured at 100,000 live files
+// (BenchmarkCompaction100k): about 0.14 CPU-s to build and 0.2 CPU-s to
+// write a 47 MB compact file, 0.16 CPU-s for the sink to load it, 0.9 CPU-s
+// for a reader that decodes every record.
 //
 // # Concurrency
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-var tsUS = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+var exprTSUS = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
 // exprSchema is the input of the table tests.
 var exprSchema = arrow.NewSchema([]arrow.Field{
@@ -22,14 +22,14 @@ var exprSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 	{Name: "ls", Type: arrow.BinaryTypes.LargeString, Nullable: true},
 	{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-	{Name: "ts", Type: tsUS, Nullable: true},
+	{Name: "ts", Type: exprTSUS, Nullable: true},
 	{Name: "tsms", Type: &arrow.TimestampType{Unit: arrow.Millisecond}, Nullable: true},
 	{Name: "d", Type: &arrow.DurationType{Unit: arrow.Microsecond}, Nullable: true},
 	{Name: "nul", Type: arrow.Null, Nullable: true},
 }, nil)
 
 // exprRows are the rows of the table tests; the first row is cut off by
-// slicing (testRecord), so every test also runs at offset 1.
+// slicing (exprRecord), so every test also runs at offset 1.
 const exprRows = `[
 {"a": 999, "b": 999, "i32": 999, "u8": 99, "f": 9.9, "s": "skip", "ls": "skip", "ok": true, "ts": "2000-01-01T00:00:00Z", "tsms": "2000-01-01T00:00:00", "d": 1, "nul": null},
 {"a": 10, "b": 3, "i32": 10, "u8": 200, "f": 1.5, "s": "Hello", "ls": "Hello", "ok": true, "ts": "2026-11-30T13:45:56.123456Z", "tsms": "2026-11-30T13:45:56.123", "d": 1000000, "nul": null},
@@ -38,8 +38,8 @@ const exprRows = `[
 {"a": 0, "b": null, "i32": 0, "u8": 1, "f": 0, "s": "", "ls": "", "ok": true, "ts": "2024-02-29T00:00:00Z", "tsms": "2024-02-29T00:00:00", "d": 0, "nul": null}
 ]`
 
-// testRecord builds exprRows and returns it sliced from row 1 (offset 1).
-func testRecord(t testing.TB, mem memory.Allocator) arrow.RecordBatch {
+// exprRecord builds exprRows and returns it sliced from row 1 (offset 1).
+func exprRecord(t testing.TB, mem memory.Allocator) arrow.RecordBatch {
 	t.Helper()
 	rec, _, err := array.RecordFromJSON(mem, exprSchema, strings.NewReader(exprRows))
 	if err != nil {
@@ -49,12 +49,12 @@ func testRecord(t testing.TB, mem memory.Allocator) arrow.RecordBatch {
 	return rec.NewSlice(1, rec.NumRows())
 }
 
-func newMem(t testing.TB) *memory.CheckedAllocator {
+func exprMem(t testing.TB) *memory.CheckedAllocator {
 	return memory.NewCheckedAllocator(memory.NewGoAllocator())
 }
 
-// eval projects one expression over rec and returns the column as JSON.
-func eval(t testing.TB, mem memory.Allocator, rec arrow.RecordBatch, e Expr) (string, arrow.DataType, error) {
+// projectOne projects one expression over rec and returns the column as JSON.
+func projectOne(t testing.TB, mem memory.Allocator, rec arrow.RecordBatch, e Expr) (string, arrow.DataType, error) {
 	t.Helper()
 	p, err := NewProjection(mem, rec.Schema(), []Named{As(e, "out")})
 	if err != nil {

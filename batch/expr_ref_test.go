@@ -37,7 +37,7 @@ var refSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 	{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-	{Name: "t", Type: tsUS, Nullable: true},
+	{Name: "t", Type: exprTSUS, Nullable: true},
 	{Name: "d", Type: &arrow.DurationType{Unit: arrow.Microsecond}, Nullable: true},
 }, nil)
 
@@ -383,12 +383,12 @@ func refCompare(a, b any) int {
 		}
 		return x - y
 	case refTS:
-		return cmpInt(int64(a), int64(b.(refTS)))
+		return refCmpInt(int64(a), int64(b.(refTS)))
 	case refDur:
-		return cmpInt(int64(a), int64(b.(refDur)))
+		return refCmpInt(int64(a), int64(b.(refDur)))
 	case int64:
 		if y, ok := b.(int64); ok {
-			return cmpInt(a, y)
+			return refCmpInt(a, y)
 		}
 	}
 	x, y := refFloat(a), refFloat(b)
@@ -401,7 +401,7 @@ func refCompare(a, b any) int {
 	return 0
 }
 
-func cmpInt(a, b int64) int {
+func refCmpInt(a, b int64) int {
 	switch {
 	case a < b:
 		return -1
@@ -610,9 +610,9 @@ func (g exprGen) anyE(d int) Expr {
 	return g.boolE(d)
 }
 
-// randomRecord builds n rows of refSchema, ~25% nulls, sliced at a random
+// refRecord builds n rows of refSchema, ~25% nulls, sliced at a random
 // offset.
-func randomRecord(r *rand.Rand, mem memory.Allocator, n int) arrow.RecordBatch {
+func refRecord(r *rand.Rand, mem memory.Allocator, n int) arrow.RecordBatch {
 	off := r.IntN(9)
 	b := array.NewRecordBuilder(mem, refSchema)
 	defer b.Release()
@@ -683,7 +683,7 @@ func TestExprReference(t *testing.T) {
 	var errs, rows int
 	for it := range *refIterations {
 		n := []int{0, 1, 7, 64, 100}[r.IntN(5)]
-		rec := randomRecord(r, mem, n)
+		rec := refRecord(r, mem, n)
 		e := g.anyE(1 + r.IntN(3))
 		p, err := NewProjection(mem, refSchema, []Named{As(e, "out")})
 		if err != nil {
@@ -732,7 +732,7 @@ func TestFilterReference(t *testing.T) {
 	g := exprGen{r: r}
 	for it := range *refIterations / 2 {
 		n := []int{0, 1, 7, 64, 100}[r.IntN(5)]
-		rec := randomRecord(r, mem, n)
+		rec := refRecord(r, mem, n)
 		e := g.boolE(1 + r.IntN(2))
 		f, err := NewFilter(mem, refSchema, e)
 		if err != nil {

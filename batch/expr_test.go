@@ -158,11 +158,11 @@ func TestExprFunctions(t *testing.T) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			mem := newMem(t)
+			mem := exprMem(t)
 			defer mem.AssertSize(t, 0)
-			rec := testRecord(t, mem)
+			rec := exprRecord(t, mem)
 			defer rec.Release()
-			got, typ, err := eval(t, mem, rec, c.e)
+			got, typ, err := projectOne(t, mem, rec, c.e)
 			if err != nil {
 				t.Fatalf("%s: %v", c.e, err)
 			}
@@ -216,11 +216,11 @@ func TestExprDataErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mem := newMem(t)
+			mem := exprMem(t)
 			defer mem.AssertSize(t, 0)
-			rec := testRecord(t, mem)
+			rec := exprRecord(t, mem)
 			defer rec.Release()
-			_, _, err := eval(t, mem, rec, c.e)
+			_, _, err := projectOne(t, mem, rec, c.e)
 			if err == nil {
 				t.Fatalf("%s: no error", c.e)
 			}
@@ -270,7 +270,7 @@ func TestExprBindErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mem := newMem(t)
+			mem := exprMem(t)
 			defer mem.AssertSize(t, 0)
 			_, err := NewProjection(mem, exprSchema, []Named{As(c.e, "out")})
 			if err == nil {
@@ -287,7 +287,7 @@ func TestExprBindErrors(t *testing.T) {
 }
 
 func TestExprTimeZones(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "paris", Type: &arrow.TimestampType{Unit: arrow.Second, TimeZone: "Europe/Paris"}},

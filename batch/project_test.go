@@ -66,7 +66,7 @@ func TestProjection(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mem := newMem(t)
+			mem := exprMem(t)
 			defer mem.AssertSize(t, 0)
 			p, err := NewProjection(mem, moneySchema, cols)
 			if err != nil {
@@ -95,7 +95,7 @@ func TestProjection(t *testing.T) {
 }
 
 func TestProjectionSchema(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	p, err := NewProjection(mem, moneySchema, []Named{
 		{Expr: Col("id")},
@@ -117,7 +117,7 @@ func TestProjectionSchema(t *testing.T) {
 
 // A bare column is passed on, not copied.
 func TestProjectionReusesColumns(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	rec := moneyRecord(t, mem, `[{"id":1,"amount":5,"fee":1,"name":"a"},{"id":2,"amount":6,"fee":1,"name":"b"}]`)
 	defer rec.Release()
@@ -143,7 +143,7 @@ func TestProjectionReusesColumns(t *testing.T) {
 }
 
 func TestApplyErrors(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	rec := moneyRecord(t, mem, `[{"id":1,"amount":5,"fee":0,"name":"a"}]`)
 	defer rec.Release()
@@ -215,7 +215,7 @@ func TestFilter(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mem := newMem(t)
+			mem := exprMem(t)
 			defer mem.AssertSize(t, 0)
 			f, err := NewFilter(mem, moneySchema, c.pred)
 			if err != nil {
@@ -252,7 +252,7 @@ func TestFilter(t *testing.T) {
 }
 
 func TestFilterBindErrors(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	cases := []struct {
 		pred Expr
@@ -273,7 +273,7 @@ func TestFilterBindErrors(t *testing.T) {
 
 // Projections and filters are bound once and applied from many goroutines.
 func TestConcurrentApply(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	rec := moneyRecord(t, mem, `[{"id":1,"amount":5,"fee":1,"name":"a"},{"id":2,"amount":-6,"fee":2,"name":"b"},{"id":3,"amount":7,"fee":null,"name":null}]`)
 	defer rec.Release()
@@ -319,7 +319,7 @@ func TestConcurrentApply(t *testing.T) {
 
 // Dictionary-encoded columns pass through bare and decode inside functions.
 func TestDictionaryColumns(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
 	schema := arrow.NewSchema([]arrow.Field{{Name: "cat", Type: dt, Nullable: true}}, nil)
@@ -366,7 +366,7 @@ func TestDictionaryColumns(t *testing.T) {
 // Filter copies every column type: typed loops for the common ones, arrow's
 // take for the rest. arrow's FilterRecordBatch is the oracle.
 func TestFilterColumnTypes(t *testing.T) {
-	mem := newMem(t)
+	mem := exprMem(t)
 	defer mem.AssertSize(t, 0)
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "k", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
@@ -377,7 +377,7 @@ func TestFilterColumnTypes(t *testing.T) {
 		{Name: "ls", Type: arrow.BinaryTypes.LargeString, Nullable: true},
 		{Name: "bin", Type: arrow.BinaryTypes.Binary, Nullable: true},
 		{Name: "dec", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
-		{Name: "ts", Type: tsUS, Nullable: true},
+		{Name: "ts", Type: exprTSUS, Nullable: true},
 		{Name: "date", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
 		{Name: "list", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
 		{Name: "nul", Type: arrow.Null, Nullable: true},

@@ -239,7 +239,7 @@ func (s *Sink) writeGroup(ctx context.Context, l *layout, batch, now int64, g *g
 	var acts []Action
 	seq := 0
 	chunk := s.cfg.chunkRows
-	iota := make([]int32, chunk)
+	allIdx := make([]int32, chunk)
 	var fw *fileWriter
 	var pending []byte // the last file, kept back while it may be merged
 	var pendingStats []ColumnStats
@@ -284,7 +284,7 @@ func (s *Sink) writeGroup(ctx context.Context, l *layout, batch, now int64, g *g
 			end := min(off+chunk, n)
 			var idx []int32
 			if g.all {
-				idx = iota[:end-off]
+				idx = allIdx[:end-off]
 				for j := range idx {
 					idx[j] = int32(off + j)
 				}

@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/duckdb/duckdb-go/v2"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	_ "github.com/duckdb/duckdb-go/v2" // the "duckdb" database/sql driver
 )
 
 // duck is an in-memory DuckDB database on one connection.
@@ -52,63 +55,59 @@ func firstLine(q string) string {
 	return q
 }
 
-// load creates table and appends the rows that next yields, record by
-// record, through DuckDB's appender; row converts row i of a record to the
-// table's column values. next returns nil at the end.
-func (d *duck) load(ctx context.Context, table, ddl string, next func() arrow.RecordBatch, row func(rec arrow.RecordBatch, i int, vals []driver.Value)) error {
-	if err := d.exec(ctx, "CREATE OR REPLACE TABLE "+table+" ("+ddl+")"); err != nil {
+// load creates table from the records that next yields (nil at the end),
+// keeping only the columns cols of each: they are written to a Parquet file
+// in dir (Arrow's own writer, uncompressed) and read back with
+// read_parquet, which is far faster than appending row by row.
+// Timestamps arrive as TIMESTAMP WITH TIME ZONE (epoch_ms reads them
+// without a time zone).
+func (d *duck) load(ctx context.Context, dir, table string, next func() arrow.RecordBatch, cols []int) error {
+	f, err := os.CreateTemp(dir, "bench-"+table+"-*.parquet")
+	if err != nil {
 		return err
 	}
-	return d.conn.Raw(func(dc any) error {
-		app, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), "", table)
+	path := f.Name()
+	defer os.Remove(path)
+	var w *pqarrow.FileWriter
+	for rec := next(); rec != nil; rec = next() {
+		sub := project(rec, cols)
+		rec.Release()
+		if w == nil {
+			props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Uncompressed), parquet.WithDictionaryDefault(false))
+			w, err = pqarrow.NewFileWriter(sub.Schema(), f, props, pqarrow.DefaultWriterProps())
+			if err != nil {
+				sub.Release()
+				f.Close()
+				return fmt.Errorf("parquet writer for %s: %w", table, err)
+			}
+		}
+		err = w.WriteBuffered(sub)
+		sub.Release()
 		if err != nil {
-			return fmt.Errorf("appender on %s: %w", table, err)
+			w.Close()
+			return fmt.Errorf("write %s: %w", path, err)
 		}
-		var vals []driver.Value
-		for rec := next(); rec != nil; rec = next() {
-			if vals == nil {
-				vals = make([]driver.Value, strings.Count(ddl, ",")+1)
-			}
-			for i := 0; i < int(rec.NumRows()); i++ {
-				row(rec, i, vals)
-				if err := app.AppendRow(vals...); err != nil {
-					rec.Release()
-					app.Close()
-					return fmt.Errorf("append to %s: %w", table, err)
-				}
-			}
-			rec.Release()
-		}
-		if err := app.Close(); err != nil {
-			return fmt.Errorf("close appender on %s: %w", table, err)
-		}
-		return nil
-	})
-}
-
-// bidRow converts a row of nexmark.BidSchema for the bids table.
-func bidRow(rec arrow.RecordBatch, i int, v []driver.Value) {
-	v[0] = rec.Column(0).(*array.Int64).Value(i)
-	v[1] = rec.Column(1).(*array.Int64).Value(i)
-	v[2] = rec.Column(2).(*array.Int64).Value(i)
-	v[3] = rec.Column(3).(*array.String).Value(i)
-	v[4] = rec.Column(4).(*array.String).Value(i)
-	v[5] = time.UnixMicro(int64(rec.Column(5).(*array.Timestamp).Value(i))).UTC()
-	v[6] = rec.Column(6).(*array.String).Value(i)
-}
-
-const bidsDDL = "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, date_time TIMESTAMP, extra VARCHAR"
-
-// paymentRow converts a row of the rate source (key, amount_cents) for the
-// payments table.
-func paymentRow(keyIdx, amountIdx int) func(arrow.RecordBatch, int, []driver.Value) {
-	return func(rec arrow.RecordBatch, i int, v []driver.Value) {
-		v[0] = rec.Column(keyIdx).(*array.String).Value(i)
-		v[1] = rec.Column(amountIdx).(*array.Int64).Value(i)
 	}
+	if w == nil {
+		f.Close()
+		return fmt.Errorf("load %s: no records", table)
+	}
+	if err := w.Close(); err != nil { // closes f
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return d.exec(ctx, fmt.Sprintf("CREATE OR REPLACE TABLE %s AS SELECT * FROM read_parquet('%s')", table, path))
 }
 
-const paymentsDDL = "key VARCHAR, amount_cents BIGINT"
+// project returns a record with the columns cols of rec.
+func project(rec arrow.RecordBatch, cols []int) arrow.RecordBatch {
+	fields := make([]arrow.Field, len(cols))
+	arrs := make([]arrow.Array, len(cols))
+	for i, c := range cols {
+		fields[i] = rec.Schema().Field(c)
+		arrs[i] = rec.Column(c)
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, rec.NumRows())
+}
 
 // timedQuery runs q with threads DuckDB threads, materialised into the
 // table result (so only the query is timed, not fetching it), and returns
@@ -174,4 +173,8 @@ func scanChecksum(cols []colSum) (func(*sql.Rows) error, func() answer) {
 		return rs.Scan(ptrs...)
 	}
 	return scan, func() answer { return c }
+}
+
+func newRec(schema *arrow.Schema, cols []arrow.Array, rows int64) arrow.RecordBatch {
+	return array.NewRecordBatch(schema, cols, rows)
 }

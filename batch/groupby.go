@@ -246,10 +246,11 @@ func (g *GroupBy) ClearChanges() {
 // of the groups touched since ClearChanges, in order of first touch. The
 // caller releases it.
 func (g *GroupBy) Changes() arrow.RecordBatch {
-	cols := g.keys.arrays(g.mem, g.touched)
+	idx := aggNonNil(g.touched)
+	cols := g.keys.arrays(g.mem, idx)
 	for i, acc := range g.accs {
 		if !g.aggs[i].PerBatch {
-			cols = append(cols, acc.state(g.mem, g.touched)...)
+			cols = append(cols, acc.state(g.mem, idx)...)
 		}
 	}
 	return g.record(arrow.NewSchema(append(g.keySch.Fields(), g.stateSch.Fields()...), nil), cols, len(g.touched))
@@ -263,7 +264,7 @@ func (g *GroupBy) Output(changedOnly bool) arrow.RecordBatch {
 	var idx []uint32
 	n := g.keys.len()
 	if changedOnly {
-		idx = g.touched
+		idx = aggNonNil(g.touched) // nil would mean all groups
 		n = len(idx)
 	}
 	cols := g.keys.arrays(g.mem, idx)

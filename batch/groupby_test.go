@@ -348,6 +348,8 @@ func TestGroupByEveryFunctionAndType(t *testing.T) {
 					gbGen(mem, arrow.PrimitiveTypes.Int64, n, rng, 0.05),
 					gbGen(mem, dt, n, rng, 0.2)))
 			}
+			// A slice: arrays with an offset.
+			batches = append(batches, batches[0].NewSlice(7, 250))
 			defer func() {
 				for _, b := range batches {
 					b.Release()
@@ -431,6 +433,7 @@ func TestGroupByKeyTypes(t *testing.T) {
 					}
 					batches = append(batches, gbRecord(names, cols...))
 				}
+				batches = append(batches, batches[1].NewSlice(13, 400))
 				defer func() {
 					for _, b := range batches {
 						b.Release()
@@ -520,6 +523,9 @@ func TestGroupByLoadChangesRoundTrip(t *testing.T) {
 		ch.Release()
 		live.ClearChanges()
 	}
+	// Loaded groups are not changes.
+	gbExpect(t, "changes after load", restored.Changes())
+	gbExpect(t, "update output after load", restored.Output(true))
 	// PerBatch aggregates are empty on both sides after ClearChanges.
 	a, b := live.Output(false), restored.Output(false)
 	defer a.Release()
@@ -719,26 +725,78 @@ func TestGroupByRemove(t *testing.T) {
 func TestGroupByFloatKeysNormalised(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	b := array.NewFloat64Builder(mem)
-	b.AppendValues([]float64{0, math.Copysign(0, -1), math.NaN(), math.Float64frombits(0x7ff8000000000042), 1.5}, nil)
-	b.AppendNull()
-	keys := b.NewArray()
-	b.Release()
-	rec := gbRecord([]string{"k"}, keys)
+	col := func() arrow.Array {
+		b := array.NewFloat64Builder(mem)
+		defer b.Release()
+		b.AppendValues([]float64{0, math.Copysign(0, -1), math.NaN(), math.Float64frombits(0x7ff8000000000042), 1.5}, nil)
+		b.AppendNull()
+		return b.NewArray()
+	}
+	rec := gbRecord([]string{"k", "k2"}, col(), col())
 	defer rec.Release()
-	for _, multi := range []bool{false, true} {
-		keyNames := []string{"k"}
-		if multi {
-			keyNames = []string{"k", "k"}
-		}
-		g, err := NewGroupBy(mem, rec.Schema(), keyNames[:1], []Agg{Count("*")})
+	for _, tc := range []struct {
+		keys []string
+		want []string
+	}{
+		{[]string{"k"}, []string{"0 2", "NaN 2", "1.5 1", "<nil> 1"}},
+		{[]string{"k", "k2"}, []string{"0 0 2", "NaN NaN 2", "1.5 1.5 1", "<nil> <nil> 1"}},
+	} {
+		g, err := NewGroupBy(mem, rec.Schema(), tc.keys, []Agg{Count("*")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := g.Merge(rec); err != nil {
 			t.Fatal(err)
 		}
-		gbExpect(t, "float keys", g.Output(false), "0 2", "NaN 2", "1.5 1", "<nil> 1")
+		gbExpect(t, fmt.Sprint(tc.keys), g.Output(false), tc.want...)
 		g.Release()
+	}
+}
+
+// TestGroupByManyGroups crosses many table resizes (in the middle of
+// batches) and checks the result against the reference.
+func TestGroupByManyGroups(t *testing.T) {
+	for _, kind := range []string{"int64", "string", "multi"} {
+		t.Run(kind, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			rng := rand.New(rand.NewPCG(9, 9))
+			var batches []arrow.RecordBatch
+			for range 3 {
+				const n = 20_000
+				ib := array.NewInt64Builder(mem)
+				sb := array.NewStringBuilder(mem)
+				for range n {
+					k := rng.IntN(30_000)
+					if k == 0 {
+						ib.AppendNull()
+						sb.AppendNull()
+						continue
+					}
+					ib.Append(int64(k) << 20)
+					sb.Append(fmt.Sprintf("key-%d", k))
+				}
+				ki, ks := ib.NewArray(), sb.NewArray()
+				ib.Release()
+				sb.Release()
+				batches = append(batches, gbRecord([]string{"ki", "ks", "v"}, ki, ks, gbGen(mem, arrow.PrimitiveTypes.Int32, n, rng, 0.1)))
+			}
+			defer func() {
+				for _, b := range batches {
+					b.Release()
+				}
+			}()
+			keys := map[string][]string{"int64": {"ki"}, "string": {"ks"}, "multi": {"ks", "ki"}}[kind]
+			aggs := []Agg{Sum("v"), Count("*"), Max("v"), Last("v")}
+			g, err := NewGroupBy(mem, batches[0].Schema(), keys, aggs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Release()
+			gbCheck(t, g, batches, keys, aggs)
+			if g.Len() < 20_000 {
+				t.Fatalf("only %d groups", g.Len())
+			}
+		})
 	}
 }

@@ -334,3 +334,108 @@ func TestAppendAggregationNeedsWindowAndWatermark(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// modelSessions computes append-mode session output batch by batch.
+func modelSessions(script [][]evRow, gap, delay int64) map[int64][]string {
+	type sess struct{ start, last, sum, n int64 }
+	state := map[string][]*sess{}
+	out := map[int64][]string{}
+	wm, maxT := int64(0), int64(0)
+	emit := func(b int64) {
+		var keys []string
+		for k := range state {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			var keep []*sess
+			for _, s := range state[k] {
+				if wm > 0 && (s.last+gap)*1000 <= wm {
+					out[b] = append(out[b], fmt.Sprintf("%d-%d %s %d %d", s.start, s.last+gap, k, s.sum, s.n))
+				} else {
+					keep = append(keep, s)
+				}
+			}
+			state[k] = keep
+		}
+		sort.Strings(out[b])
+	}
+	b := int64(0)
+	for _, bt := range script {
+		for _, r := range bt {
+			maxT = max(maxT, r.sec*1000)
+			if r.sec*1000 < wm {
+				continue
+			}
+			// Merge the point with every session it touches.
+			merged := &sess{start: r.sec, last: r.sec, sum: r.amount, n: 1}
+			var keep []*sess
+			for _, s := range state[r.key] {
+				if r.sec < s.last+gap && s.start < r.sec+gap {
+					merged.start = min(merged.start, s.start)
+					merged.last = max(merged.last, s.last)
+					merged.sum += s.sum
+					merged.n += s.n
+				} else {
+					keep = append(keep, s)
+				}
+			}
+			state[r.key] = append(keep, merged)
+		}
+		emit(b)
+		b++
+		wm = max(wm, max(maxT-delay*1000, 1))
+	}
+	emit(b)
+	for k, v := range out {
+		if len(v) == 0 {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+func TestSessionWindowAppendMatchesModel(t *testing.T) {
+	script := [][]evRow{
+		{{"a", 1, 1}, {"a", 3, 2}, {"b", 2, 4}},
+		{{"a", 10, 8}, {"b", 4, 16}, {"a", 6, 32}}, // a@6 bridges [1,3] and 10: one session 1..10
+		{{"a", 30, 64}, {"b", 20, 128}},
+		{{"b", 23, 256}, {"a", 33, 512}, {"a", 12, 1024}}, // a@12 is late (watermark 25)
+		{{"a", 60, 2048}},
+	}
+	sink := memsink.New("out")
+	stream := ReadStream(&scriptSource{batches: script}).
+		WithWatermark("ts", 5*time.Second).
+		GroupByWindow(SessionWindow("ts", 5*time.Second), "key").ID("sessions").
+		Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithOutputMode(Append), WithStatePartitions(2)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64][]string{}
+	for _, id := range sink.BatchIDs() {
+		if rows := sink.Batch(id); len(rows) > 0 {
+			got[id] = windowRows(rows)
+		}
+	}
+	want := modelSessions(script, 5, 5)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("emitted\n got %v\nwant %v", got, want)
+	}
+	if len(want) == 0 {
+		t.Fatal("model emitted nothing")
+	}
+}
+
+func TestSessionWindowRefusesUpdateAndFirst(t *testing.T) {
+	base := ReadStream(&scriptSource{}).WithWatermark("ts", time.Second)
+	_, err := NewQuery(base.GroupByWindow(SessionWindow("ts", time.Second), "key").Agg(batch.Sum("amount")),
+		WithCheckpoint(localStore(t)), WithSink(memsink.New("o")), WithOutputMode(Update))
+	if err == nil || !strings.Contains(err.Error(), "session windows support append and complete") {
+		t.Fatalf("update mode: %v", err)
+	}
+	_, err = NewQuery(base.GroupByWindow(SessionWindow("ts", time.Second), "key").Agg(batch.First("amount")),
+		WithCheckpoint(localStore(t)), WithSink(memsink.New("o")), WithOutputMode(Append))
+	if err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("first over sessions: %v", err)
+	}
+}

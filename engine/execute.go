@@ -69,6 +69,8 @@ type aggOperator struct {
 	evictCol    int
 	evictInKeys bool
 	expired     func(v, watermark int64) bool
+	// session windows
+	session *sessionState
 	// dedup: output columns in the input's order, taken from GroupBy output
 	dedupCols []int
 	dedupN    [2]int // output indexes of the running and this-batch counts
@@ -194,6 +196,10 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 	}
 	isAgg := ex.agg != nil && ex.agg.step.dedup == notDedup
 	switch {
+	case isAgg && ex.agg.session != nil && mode == Update:
+		return nil, fmt.Errorf("%w: session windows support append and complete output modes (in update mode a merged session would leave its parts behind in the sink)", ErrInvalidQuery)
+	case isAgg && ex.agg.session != nil && mode == Append && ex.wm == nil:
+		return nil, fmt.Errorf("%w: append output mode with session windows needs a watermark (WithWatermark)", ErrInvalidQuery)
 	case isAgg && mode == Append && (ex.agg.step.window == nil || ex.wm == nil):
 		return nil, fmt.Errorf("%w: append output mode with an aggregation needs an event-time window (GroupByWindow) and a watermark (WithWatermark); use update or complete", ErrInvalidQuery)
 	case !isAgg && mode == Complete:
@@ -217,6 +223,9 @@ func checkTimestampCol(s *arrow.Schema, col string) error {
 }
 
 func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
+	if st.window != nil && st.window.gap > 0 {
+		return newSessionOperator(cfg, in, st, wm)
+	}
 	a := &aggOperator{step: st, inSchema: in, evictCol: -1}
 	gbIn := in
 	keys := st.keys
@@ -323,6 +332,9 @@ func (a *aggOperator) kind() string {
 		return "dropDuplicates"
 	case dedupWithinWatermark:
 		return "dropDuplicatesWithinWatermark"
+	}
+	if a.session != nil {
+		return "sessionWindowAggregate"
 	}
 	if a.window != nil {
 		return "windowAggregate"
@@ -575,6 +587,9 @@ func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime 
 
 func (ex *executor) finishPartition(ctx context.Context, batchID int64, part *aggPartition) (arrow.RecordBatch, error) {
 	a := ex.agg
+	if a.session != nil {
+		return ex.finishSession(ctx, batchID, part)
+	}
 	defer func() {
 		for _, r := range part.pending {
 			r.Release()
@@ -643,7 +658,11 @@ func (ex *executor) sortByKeys(ctx context.Context, rec arrow.RecordBatch) (arro
 		rec.Retain()
 		return rec, nil
 	}
-	keys := make(compute.SortOptions, len(ex.agg.keyIdx))
+	nk := len(ex.agg.keyIdx)
+	if ex.agg.session != nil {
+		nk += 2 // window_start, window_end, then the keys
+	}
+	keys := make(compute.SortOptions, nk)
 	for i := range keys {
 		keys[i] = compute.DefaultSortKey()
 		keys[i].ColumnIndex = i

@@ -62,6 +62,7 @@ type watermarkStep struct {
 type Window struct {
 	col         string
 	size, slide time.Duration
+	gap         time.Duration // session windows
 }
 
 // TumblingWindow groups rows by fixed, non-overlapping windows of size over
@@ -77,6 +78,9 @@ func SlidingWindow(col string, size, slide time.Duration) Window {
 }
 
 func (w Window) String() string {
+	if w.gap > 0 {
+		return fmt.Sprintf("session(%s, %s)", w.col, w.gap)
+	}
 	if w.slide == w.size {
 		return fmt.Sprintf("tumbling(%s, %s)", w.col, w.size)
 	}

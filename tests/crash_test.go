@@ -135,7 +135,7 @@ func progArgs(cp, out string, extra ...string) []string {
 // batch id once, with the same rows.
 func TestCrashAtEveryFaultPoint(t *testing.T) {
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless", "windowed"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
 			switch mode {
@@ -143,6 +143,8 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 				extra = []string{"-stateless"}
 			case "windowed":
 				extra = []string{"-windowed"}
+			case "sessions":
+				extra = []string{"-sessions"}
 			}
 			refOut := t.TempDir()
 			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}
@@ -153,7 +155,7 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 			if len(want) < 12 || reps != 0 {
 				t.Fatalf("reference run: %d batches, %d repeats; want at least 12, 0", len(want), reps)
 			}
-			if mode == "windowed" {
+			if mode == "windowed" || mode == "sessions" {
 				checkWindowsOnce(t, want)
 			}
 			for _, point := range engine.FaultPoints {

@@ -35,15 +35,16 @@ func main() {
 	keys := flag.Int64("keys", 17, "distinct keys")
 	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
 	windowed := flag.Bool("windowed", false, "tumbling 1 s event-time windows with a 500 ms watermark, append mode")
+	sessions := flag.Bool("sessions", false, "session windows (gap 120 ms) with a 500 ms watermark, append mode")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -70,6 +71,11 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 		mode = engine.Append
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.TumblingWindow("ts", time.Second), "key").ID("windows").
+			Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+	case sessions:
+		mode = engine.Append
+		stream = stream.WithWatermark("ts", 500*time.Millisecond).
+			GroupByWindow(engine.SessionWindow("ts", 120*time.Millisecond), "key").ID("sessions").
 			Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
 	default:
 		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))

@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/statestore"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// ForkedFrom is recorded in a forked checkpoint's metadata file (beside
+// the fields of Metadata) to say where it came from.
+type ForkedFrom struct {
+	Location string `json:"location"` // the source checkpoint, without credentials
+	QueryID  string `json:"queryId"`
+	Name     string `json:"name"`
+	// Batch is the first batch the fork runs again.
+	Batch int64 `json:"batch"`
+}
+
+// forkMetadata is the metadata file of a fork: Metadata's fields plus
+// forkedFrom, which ReadMetadata ignores.
+type forkMetadata struct {
+	Metadata
+	ForkedFrom ForkedFrom `json:"forkedFrom"`
+}
+
+// ForkStats counts what ForkCheckpoint copied.
+type ForkStats struct {
+	LogEntries  int // offsets/, commits/ and progress/ entries
+	StateFiles  int
+	SourceFiles int
+}
+
+// ForkCheckpoint makes dst, an empty checkpoint, a copy of src as it was
+// when batch fromBatch-1 had just committed, under a new query id, so that
+// a query started on dst processes again from batch fromBatch on: the
+// same source positions, watermark and state, into whatever sinks that
+// query names. It is the supported way to replay; src is only read.
+//
+// It copies offsets/, commits/ and progress/ entries up to fromBatch-1,
+// for every stateful operator partition the snapshot and deltas that
+// version fromBatch-1 loads from (checked by loading it), and every
+// source's own log under sources/ whole (a files source then takes again
+// exactly the files its later batches took, if they still exist). It
+// refuses when batch fromBatch-1 is not committed, is older than what src
+// retains, or its state was purged, and when dst is not empty.
+//
+// The copy is ordered so that an interrupted fork is refused by the
+// engine (commits without their write-ahead entries) until its last file,
+// offsets/<fromBatch-1>, is written; delete dst and fork again.
+func ForkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64) error {
+	_, err := forkCheckpoint(ctx, src, dst, fromBatch, time.Now())
+	return err
+}
+
+func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64, now time.Time) (ForkStats, error) {
+	var stats ForkStats
+	srcURL := storage.Redact(src.URL())
+	if fromBatch < 1 {
+		return stats, fmt.Errorf("%w: fork from batch %d: the first batch to replay must be 1 or more (to replay from batch 0, run the query on an empty checkpoint)", ErrInvalidQuery, fromBatch)
+	}
+	last := fromBatch - 1
+	meta, err := ReadMetadata(ctx, src)
+	if err != nil {
+		return stats, err
+	}
+	existing, err := dst.List(ctx, "")
+	if err != nil {
+		return stats, fmt.Errorf("engine: fork: list %s: %w", storage.Redact(dst.URL()), err)
+	}
+	if len(existing) > 0 {
+		return stats, fmt.Errorf("%w: fork: destination %s is not empty (%s, …); fork into a new location", ErrInvalidQuery, storage.Redact(dst.URL()), existing[0].Name)
+	}
+
+	// Batch last must be committed and still retained.
+	commits, err := listLog(ctx, src, commitsDir)
+	if err != nil {
+		return stats, err
+	}
+	offsets, err := listLog(ctx, src, offsetsDir)
+	if err != nil {
+		return stats, err
+	}
+	if !containsID(commits, last) {
+		return stats, fmt.Errorf("%w: fork %s from batch %d: batch %d %s", ErrInvalidQuery, srcURL, fromBatch, last, whyNotCommitted(last, commits, offsets))
+	}
+	if !containsID(offsets, last) {
+		return stats, fmt.Errorf("%w: fork %s from batch %d: offsets/%d is missing although commits/%d exists: %w", ErrInvalidQuery, srcURL, fromBatch, last, last, offsetlog.ErrCorrupt)
+	}
+	plan, err := offsetlog.New[OffsetsEntry](src, offsetsDir).Get(ctx, last)
+	if err != nil {
+		return stats, fmt.Errorf("engine: fork: %w", err)
+	}
+
+	// State: find and check the files version last loads from.
+	stateFiles, err := forkStateFiles(ctx, src, plan, last)
+	if err != nil {
+		return stats, fmt.Errorf("%w: fork %s from batch %d: %w", ErrInvalidQuery, srcURL, fromBatch, err)
+	}
+	sourceFiles, err := src.List(ctx, sourcesDir+"/")
+	if err != nil {
+		return stats, fmt.Errorf("engine: fork: list %s/%s: %w", srcURL, sourcesDir, err)
+	}
+
+	cp := func(name string) error {
+		b, err := src.Get(ctx, name)
+		if err != nil {
+			return fmt.Errorf("engine: fork: read %s/%s: %w", srcURL, name, err)
+		}
+		if err := dst.PutIfAbsent(ctx, name, b); err != nil {
+			return fmt.Errorf("engine: fork: write %s/%s: %w", storage.Redact(dst.URL()), name, err)
+		}
+		return nil
+	}
+	// Order: sources, state, progress, commits, offsets but the last,
+	// metadata, offsets/last. Until offsets/last exists the engine
+	// refuses dst (commits beyond the write-ahead log).
+	for _, f := range sourceFiles {
+		if err := cp(f.Name); err != nil {
+			return stats, err
+		}
+		stats.SourceFiles++
+	}
+	for _, name := range stateFiles {
+		if err := cp(name); err != nil {
+			return stats, err
+		}
+		stats.StateFiles++
+	}
+	progress, err := listLog(ctx, src, progressDir)
+	if err != nil {
+		return stats, err
+	}
+	for _, l := range []struct {
+		dir string
+		ids []int64
+	}{{progressDir, progress}, {commitsDir, commits}, {offsetsDir, offsets}} {
+		for _, id := range l.ids {
+			if id > last || (l.dir == offsetsDir && id == last) {
+				continue
+			}
+			if err := cp(offsetlog.FileName(l.dir, id)); err != nil {
+				return stats, err
+			}
+			stats.LogEntries++
+		}
+	}
+	fm := forkMetadata{
+		Metadata: Metadata{
+			Version: FormatVersion,
+			ID:      newRunID(),
+			Name:    fmt.Sprintf("%s (fork of %s at batch %d)", meta.Name, srcURL, fromBatch),
+			Created: now.UTC().Format(time.RFC3339Nano),
+		},
+		ForkedFrom: ForkedFrom{Location: srcURL, QueryID: meta.ID, Name: meta.Name, Batch: fromBatch},
+	}
+	b, err := json.MarshalIndent(fm, "", "  ")
+	if err != nil {
+		return stats, err
+	}
+	if err := dst.PutIfAbsent(ctx, metadataName, append(b, '\n')); err != nil {
+		return stats, fmt.Errorf("engine: fork: write %s/%s: %w", storage.Redact(dst.URL()), metadataName, err)
+	}
+	if err := cp(offsetlog.FileName(offsetsDir, last)); err != nil {
+		return stats, err
+	}
+	stats.LogEntries++
+	return stats, nil
+}
+
+// ReadForkedFrom returns where a forked checkpoint came from, or ok=false
+// for a checkpoint that is not a fork.
+func ReadForkedFrom(ctx context.Context, store storage.Store) (ForkedFrom, bool, error) {
+	b, err := store.Get(ctx, metadataName)
+	if err != nil {
+		return ForkedFrom{}, false, fmt.Errorf("engine: read %s/%s: %w", storage.Redact(store.URL()), metadataName, err)
+	}
+	var fm forkMetadata
+	if err := json.Unmarshal(b, &fm); err != nil {
+		return ForkedFrom{}, false, fmt.Errorf("engine: %s/%s: %w: %v", storage.Redact(store.URL()), metadataName, offsetlog.ErrCorrupt, err)
+	}
+	return fm.ForkedFrom, fm.ForkedFrom.QueryID != "", nil
+}
+
+func listLog(ctx context.Context, st storage.Store, dir string) ([]int64, error) {
+	ids, err := offsetlog.New[json.RawMessage](st, dir).List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: fork: list %s/%s: %w", storage.Redact(st.URL()), dir, err)
+	}
+	return ids, nil
+}
+
+func containsID(ids []int64, id int64) bool {
+	i := sort.Search(len(ids), func(i int) bool { return ids[i] >= id })
+	return i < len(ids) && ids[i] == id
+}
+
+func whyNotCommitted(id int64, commits, offsets []int64) string {
+	switch {
+	case len(commits) == 0:
+		return "is not committed: the checkpoint has no committed batch"
+	case id < commits[0]:
+		return fmt.Sprintf("was purged: the checkpoint keeps batches %d to %d (raise the retention, WithMinBatchesToRetain, to fork further back)", commits[0], commits[len(commits)-1])
+	case id > commits[len(commits)-1] && containsID(offsets, id):
+		return fmt.Sprintf("is planned but not committed (the newest committed batch is %d); run the query once to finish it, or fork from batch %d", commits[len(commits)-1], commits[len(commits)-1]+1)
+	case id > commits[len(commits)-1]:
+		return fmt.Sprintf("is not committed yet: the newest committed batch is %d", commits[len(commits)-1])
+	}
+	return "is not committed (commits/ has a gap there)"
+}
+
+// forkStateFiles returns the state files version loads from, in every
+// operator partition folder under state/, after checking the version loads.
+func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, version int64) ([]string, error) {
+	all, err := src.List(ctx, stateDir+"/")
+	if err != nil {
+		return nil, fmt.Errorf("list %s/%s: %w", storage.Redact(src.URL()), stateDir, err)
+	}
+	// Folders state/<operator>/<partition>/.
+	folders := map[string][]string{}
+	var order []string
+	for _, f := range all {
+		dir, base := path.Split(f.Name)
+		dir = strings.TrimSuffix(dir, "/")
+		if strings.Count(dir, "/") != 2 {
+			continue
+		}
+		if _, ok := folders[dir]; !ok {
+			order = append(order, dir)
+		}
+		folders[dir] = append(folders[dir], base)
+	}
+	sort.Strings(order)
+	// Every operator the plan names must have its partitions.
+	for _, op := range plan.Conf.Operators {
+		for p := 0; p < plan.Conf.StatePartitions; p++ {
+			dir := fmt.Sprintf("%s/%s/%d", stateDir, op.ID, p)
+			if _, ok := folders[dir]; !ok && version >= 0 {
+				return nil, fmt.Errorf("state of operator %q partition %d: folder %s is missing", op.ID, p, dir)
+			}
+		}
+	}
+	var out []string
+	for _, dir := range order {
+		files, err := stateFolderFiles(ctx, storage.Sub(src, dir), folders[dir], version)
+		if err != nil {
+			return nil, fmt.Errorf("state %s at version %d: %w", dir, version, err)
+		}
+		for _, f := range files {
+			out = append(out, dir+"/"+f)
+		}
+	}
+	return out, nil
+}
+
+// stateFolderFiles picks, in one statestore folder, the files version
+// loads from: the newest snapshot at or before it and the deltas after
+// that snapshot up to it, plus the files that are not versions (the
+// schema). It loads version to check they suffice.
+func stateFolderFiles(ctx context.Context, folder storage.Store, names []string, version int64) ([]string, error) {
+	key, val, err := statestore.ReadSchemas(ctx, folder)
+	if err != nil {
+		return nil, err
+	}
+	st, err := statestore.Open(ctx, folder, statestore.Options{KeySchema: key, ValueSchema: val})
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.Load(ctx, version)
+	if err != nil {
+		if errors.Is(err, statestore.ErrMissing) {
+			return nil, fmt.Errorf("cannot be loaded, its files were purged or never written: %w", err)
+		}
+		return nil, err
+	}
+	for _, r := range recs {
+		r.Release()
+	}
+	base := int64(-1)
+	for _, n := range names {
+		if v, snap, ok := statestore.ParseFileName(n); ok && snap && v <= version && v > base {
+			base = v
+		}
+	}
+	var out []string
+	for _, n := range names {
+		v, snap, ok := statestore.ParseFileName(n)
+		switch {
+		case !ok:
+			out = append(out, n) // the schema file
+		case snap && v == base:
+			out = append(out, n)
+		case !snap && v > base && v <= version:
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

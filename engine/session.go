@@ -1,0 +1,593 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
+)
+
+// SessionWindow groups rows per key into sessions: rows of one key whose
+// event times are less than gap apart belong to one session, which spans
+// [first event, last event + gap). Sessions merge across batches when a
+// row bridges two of them. Aggregates over sessions are Count, Sum, Min,
+// Max and Avg (the ones that combine when sessions merge); output modes
+// are append (a session is emitted once, when the watermark passes its
+// end) and complete.
+func SessionWindow(col string, gap time.Duration) Window {
+	return Window{col: col, gap: gap}
+}
+
+// The session operator keeps its sessions in a GroupBy keyed by the user's
+// keys and the session start (__s); every aggregate is stored in a form
+// that a merged-in session can be fed back as one synthetic row: counts as
+// sums of ones, averages as a sum and a count.
+const (
+	sessStart = "__s"
+	sessTMin  = "__tmin"
+	sessTMax  = "__tmax"
+)
+
+type sessionAgg struct {
+	user  batch.Agg
+	col   int            // input column, -1 for count(*)
+	typ   arrow.DataType // of the stored value(s)
+	inner []string       // stored column names (avg: sum, count)
+}
+
+type sessionState struct {
+	gap    int64 // in the event-time column's unit
+	unit   arrow.TimeUnit
+	tsType *arrow.TimestampType
+	tsIdx  int
+	nKeys  int
+	inner  *arrow.Schema // GroupBy input
+	aggs   []sessionAgg
+	out    *arrow.Schema
+}
+
+func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
+	w := st.window
+	idx := in.FieldIndices(w.col)
+	if len(idx) != 1 {
+		return nil, fmt.Errorf("session window column %q is not a column of %s", w.col, in)
+	}
+	tsType, ok := in.Field(idx[0]).Type.(*arrow.TimestampType)
+	if !ok {
+		return nil, fmt.Errorf("session window column %q is %s, not a timestamp", w.col, in.Field(idx[0]).Type)
+	}
+	per := int64(tsType.Unit.Multiplier())
+	if w.gap <= 0 || w.gap.Nanoseconds()%per != 0 {
+		return nil, fmt.Errorf("session gap %s must be positive and a whole number of the column's unit %s", w.gap, tsType.Unit)
+	}
+	ss := &sessionState{gap: w.gap.Nanoseconds() / per, unit: tsType.Unit, tsType: tsType, tsIdx: idx[0], nKeys: len(st.keys)}
+	a := &aggOperator{step: st, inSchema: in, evictCol: -1, session: ss}
+	var innerFields, outFields []arrow.Field
+	outFields = append(outFields, arrow.Field{Name: batch.WindowStart, Type: tsType}, arrow.Field{Name: batch.WindowEnd, Type: tsType})
+	for _, k := range st.keys {
+		ki := in.FieldIndices(k)
+		if len(ki) != 1 {
+			return nil, fmt.Errorf("key %q is not a column of %s", k, in)
+		}
+		a.keyIdx = append(a.keyIdx, ki[0])
+		innerFields = append(innerFields, in.Field(ki[0]))
+		outFields = append(outFields, in.Field(ki[0]))
+	}
+	innerFields = append(innerFields,
+		arrow.Field{Name: sessStart, Type: tsType},
+		arrow.Field{Name: sessTMin, Type: tsType, Nullable: true},
+		arrow.Field{Name: sessTMax, Type: tsType, Nullable: true})
+	gbKeys := append(append([]string(nil), st.keys...), sessStart)
+	gbAggs := []batch.Agg{batch.Min(sessTMin).Named(sessTMin), batch.Max(sessTMax).Named(sessTMax)}
+	for i, ua := range st.aggs {
+		sa := sessionAgg{user: ua, col: -1}
+		if ua.Column != "" && ua.Column != "*" {
+			ci := in.FieldIndices(ua.Column)
+			if len(ci) != 1 {
+				return nil, fmt.Errorf("%s over %q: not a column of %s", ua.Func, ua.Column, in)
+			}
+			sa.col = ci[0]
+		}
+		name := fmt.Sprintf("__a%d", i)
+		colType := arrow.DataType(arrow.Null)
+		if sa.col >= 0 {
+			colType = in.Field(sa.col).Type
+		}
+		switch ua.Func {
+		case batch.AggCount:
+			sa.typ, sa.inner = arrow.PrimitiveTypes.Int64, []string{name}
+			gbAggs = append(gbAggs, batch.Sum(name).Named(name))
+			outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: arrow.PrimitiveTypes.Int64})
+		case batch.AggSum, batch.AggAvg:
+			switch {
+			case arrow.IsInteger(colType.ID()):
+				sa.typ = arrow.PrimitiveTypes.Int64
+			case arrow.IsFloating(colType.ID()):
+				sa.typ = arrow.PrimitiveTypes.Float64
+			default:
+				return nil, fmt.Errorf("%s over %q: type %s is not a number", ua.Func, ua.Column, colType)
+			}
+			sa.inner = []string{name}
+			gbAggs = append(gbAggs, batch.Sum(name).Named(name))
+			if ua.Func == batch.AggAvg {
+				sa.inner = append(sa.inner, name+"_n")
+				gbAggs = append(gbAggs, batch.Sum(name+"_n").Named(name+"_n"))
+				outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: arrow.PrimitiveTypes.Float64, Nullable: true})
+			} else {
+				outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: sa.typ, Nullable: true})
+			}
+		case batch.AggMin, batch.AggMax:
+			if sa.col < 0 {
+				return nil, fmt.Errorf("%s needs a column", ua.Func)
+			}
+			sa.typ, sa.inner = colType, []string{name}
+			if ua.Func == batch.AggMin {
+				gbAggs = append(gbAggs, batch.Min(name).Named(name))
+			} else {
+				gbAggs = append(gbAggs, batch.Max(name).Named(name))
+			}
+			outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: colType, Nullable: true})
+		default:
+			return nil, fmt.Errorf("%s over session windows is not supported (sessions merge; use count, sum, min, max or avg)", ua.Func)
+		}
+		for _, n := range sa.inner {
+			t := sa.typ
+			if strings.HasSuffix(n, "_n") {
+				t = arrow.PrimitiveTypes.Int64
+			}
+			innerFields = append(innerFields, arrow.Field{Name: n, Type: t, Nullable: true})
+		}
+		ss.aggs = append(ss.aggs, sa)
+	}
+	ss.inner = arrow.NewSchema(innerFields, nil)
+	ss.out = arrow.NewSchema(outFields, nil)
+	a.parts = make([]*aggPartition, cfg.partitions)
+	for p := range a.parts {
+		gb, err := batch.NewGroupBy(cfg.mem, ss.inner, gbKeys, gbAggs)
+		if err != nil {
+			a.release()
+			return nil, err
+		}
+		a.parts[p] = &aggPartition{gb: gb}
+	}
+	g := a.parts[0].gb
+	a.keySchema, a.stateSchema, a.outSchema = g.KeySchema(), g.StateSchema(), ss.out
+	if wm != nil {
+		a.expired = func(end, w int64) bool { return end <= w }
+	}
+	return a, nil
+}
+
+// innerColumns builds the stored-value columns of the operator's input rows.
+func (ss *sessionState) innerColumns(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch) ([]arrow.Array, error) {
+	var out []arrow.Array
+	fail := func(err error) ([]arrow.Array, error) {
+		for _, c := range out {
+			c.Release()
+		}
+		return nil, err
+	}
+	n := int(rec.NumRows())
+	ones := func(col int) arrow.Array {
+		b := array.NewInt64Builder(mem)
+		defer b.Release()
+		b.Reserve(n)
+		for i := 0; i < n; i++ {
+			if col >= 0 && rec.Column(col).IsNull(i) {
+				b.UnsafeAppend(0)
+			} else {
+				b.UnsafeAppend(1)
+			}
+		}
+		return b.NewArray()
+	}
+	for _, sa := range ss.aggs {
+		switch sa.user.Func {
+		case batch.AggCount:
+			out = append(out, ones(sa.col))
+		default:
+			c := rec.Column(sa.col)
+			if arrow.TypeEqual(c.DataType(), sa.typ) {
+				c.Retain()
+				out = append(out, c)
+			} else {
+				cast, err := compute.CastToType(compute.WithAllocator(ctx, mem), c, sa.typ)
+				if err != nil {
+					return fail(fmt.Errorf("session aggregate %s: %w", sa.user.Name(), err))
+				}
+				out = append(out, cast)
+			}
+			if sa.user.Func == batch.AggAvg {
+				out = append(out, ones(sa.col))
+			}
+		}
+	}
+	return out, nil
+}
+
+type sessPoint struct {
+	start, end int64 // end = last event + gap
+	existing   int   // index into the current groups, or -1 for a batch row
+	rec, row   int
+}
+
+// keyString encodes row i of the key columns for grouping in Go maps.
+func keyString(cols []arrow.Array, i int) string {
+	var b strings.Builder
+	for _, c := range cols {
+		if c.IsNull(i) {
+			b.WriteByte(0)
+			continue
+		}
+		b.WriteByte(1)
+		b.WriteString(c.ValueStr(i))
+		b.WriteByte(0x1f)
+	}
+	return b.String()
+}
+
+func tsValues(a arrow.Array) []arrow.Timestamp { return a.(*array.Timestamp).TimestampValues() }
+
+// finishSession merges the partition's buffered rows into its sessions:
+// sessions a row bridges are merged (removed and fed back as one row each
+// under the merged start), rows get their session's start, and closed
+// sessions are emitted and evicted in append mode.
+func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggPartition) (arrow.RecordBatch, error) {
+	a := ex.agg
+	ss := a.session
+	gb := part.gb
+	defer func() {
+		for _, r := range part.pending {
+			r.Release()
+		}
+		part.pending = part.pending[:0]
+	}()
+	// The sessions that exist, and the batch's rows, per key.
+	all := gb.Output(false)
+	defer all.Release()
+	groups := map[string][]sessPoint{}
+	gKeys := all.Columns()[:ss.nKeys]
+	gStart := tsValues(all.Column(ss.nKeys))
+	gMax := tsValues(all.Column(ss.nKeys + 2))
+	for _, r := range part.pending {
+		keys := make([]arrow.Array, ss.nKeys)
+		for j, k := range a.keyIdx {
+			keys[j] = r.Column(k)
+		}
+		ts := tsValues(r.Column(ss.tsIdx))
+		for i := 0; i < int(r.NumRows()); i++ {
+			if r.Column(ss.tsIdx).IsNull(i) {
+				return nil, fmt.Errorf("session window over %q: a row has no event time (null)", ex.agg.step.window.col)
+			}
+			k := keyString(keys, i)
+			groups[k] = append(groups[k], sessPoint{start: int64(ts[i]), end: int64(ts[i]) + ss.gap, existing: -1})
+		}
+	}
+	for g := 0; g < int(all.NumRows()); g++ {
+		k := keyString(gKeys, g)
+		if _, ok := groups[k]; ok {
+			groups[k] = append(groups[k], sessPoint{start: int64(gStart[g]), end: int64(gMax[g]) + ss.gap, existing: g})
+		}
+	}
+	// Merge overlapping intervals per key; every point learns its start.
+	newStart := map[int]int64{}      // existing group → merged start
+	rowStart := map[string][]int64{} // key → starts of its batch rows, in row order
+	keysSorted := make([]string, 0, len(groups))
+	for k := range groups {
+		keysSorted = append(keysSorted, k)
+	}
+	sort.Strings(keysSorted)
+	for _, k := range keysSorted {
+		pts := groups[k]
+		order := make([]int, len(pts))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(x, y int) bool { return pts[order[x]].start < pts[order[y]].start })
+		starts := make([]int64, len(pts))
+		var curStart, curEnd int64
+		for n, i := range order {
+			p := pts[i]
+			if n == 0 || p.start >= curEnd {
+				curStart, curEnd = p.start, p.end
+			} else {
+				curEnd = max(curEnd, p.end)
+			}
+			starts[i] = curStart
+		}
+		for i, p := range pts {
+			if p.existing >= 0 {
+				newStart[p.existing] = starts[i]
+			} else {
+				rowStart[k] = append(rowStart[k], starts[i])
+			}
+		}
+	}
+	// A session's start only moves earlier in a merge, so it can take the
+	// merged start only if it was already the earliest; every other one
+	// merged into it is removed and fed back.
+	keep := make([]bool, all.NumRows())
+	var moved []int
+	for g := range keep {
+		s, ok := newStart[g]
+		keep[g] = !ok || s == int64(gStart[g])
+		if !keep[g] {
+			moved = append(moved, g)
+		}
+	}
+	var deletes []arrow.RecordBatch
+	defer func() {
+		for _, d := range deletes {
+			d.Release()
+		}
+	}()
+	var synthetic arrow.RecordBatch
+	if len(moved) > 0 {
+		var err error
+		if synthetic, err = ex.sessionSynthetic(ctx, all, moved, newStart); err != nil {
+			return nil, err
+		}
+		defer synthetic.Release()
+		removed, err := gb.Remove(func(_ []arrow.Array, out []bool) { copy(out, keep) })
+		if err != nil {
+			return nil, err
+		}
+		deletes = append(deletes, removed)
+		if err := gb.Merge(synthetic); err != nil {
+			return nil, err
+		}
+	}
+	// The batch's rows under their sessions' starts.
+	next := map[string]int{}
+	for _, r := range part.pending {
+		inner, err := ex.sessionRows(ctx, r, rowStart, next)
+		if err != nil {
+			return nil, err
+		}
+		err = gb.Merge(inner)
+		inner.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Output and eviction.
+	final := gb.Output(false)
+	defer final.Release()
+	ends := make([]int64, final.NumRows())
+	for g, t := range tsValues(final.Column(ss.nKeys + 2)) {
+		ends[g] = toMillis(int64(t)+ss.gap, ss.unit)
+	}
+	closed := make([]bool, len(ends))
+	anyClosed := false
+	for g, e := range ends {
+		closed[g] = ex.mode == Append && ex.watermark > 0 && e <= ex.watermark
+		anyClosed = anyClosed || closed[g]
+	}
+	var out arrow.RecordBatch
+	var err error
+	switch ex.mode {
+	case Append:
+		sel, ferr := batch.FilterRows(ctx, ex.mem, final, closed)
+		if ferr != nil {
+			return nil, ferr
+		}
+		out, err = ex.sessionOutput(sel)
+		sel.Release()
+	default:
+		out, err = ex.sessionOutput(final)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if out, err = ex.sortByKeys(ctx, out); err != nil {
+		return nil, err
+	}
+	changes := gb.Changes()
+	defer changes.Release()
+	part.updated = changes.NumRows()
+	if anyClosed {
+		removed, err := gb.Remove(func(_ []arrow.Array, o []bool) {
+			for g := range o {
+				o[g] = !closed[g]
+			}
+		})
+		if err != nil {
+			out.Release()
+			return nil, err
+		}
+		deletes = append(deletes, removed)
+	}
+	var del arrow.RecordBatch
+	part.removed = 0
+	if len(deletes) > 0 {
+		if del, err = concatRecords(ex.mem, a.keySchema, deletes); err != nil {
+			out.Release()
+			return nil, err
+		}
+		defer del.Release()
+		part.removed = del.NumRows()
+	}
+	if err := part.store.Commit(ctx, batchID, changes, del); err != nil {
+		out.Release()
+		return nil, fmt.Errorf("commit state version %d: %w", batchID, err)
+	}
+	gb.ClearChanges()
+	return out, nil
+}
+
+// sessionSynthetic returns one GroupBy input row per moved session, holding
+// its stored values under its new start.
+func (ex *executor) sessionSynthetic(ctx context.Context, all arrow.RecordBatch, moved []int, newStart map[int]int64) (arrow.RecordBatch, error) {
+	ss := ex.agg.session
+	ib := array.NewInt32Builder(ex.mem)
+	for _, g := range moved {
+		ib.Append(int32(g))
+	}
+	idx := ib.NewArray()
+	ib.Release()
+	defer idx.Release()
+	cctx := compute.WithAllocator(ctx, ex.mem)
+	var cols []arrow.Array
+	release := func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}
+	take := func(c arrow.Array) error {
+		t, err := compute.TakeArray(cctx, c, idx)
+		if err != nil {
+			return err
+		}
+		cols = append(cols, t)
+		return nil
+	}
+	for j := 0; j < ss.nKeys; j++ {
+		if err := take(all.Column(j)); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	sb := array.NewTimestampBuilder(ex.mem, ss.tsType)
+	for _, g := range moved {
+		sb.Append(arrow.Timestamp(newStart[g]))
+	}
+	cols = append(cols, sb.NewArray())
+	sb.Release()
+	// __tmin, __tmax, then the stored values, in GroupBy output order.
+	for c := ss.nKeys + 1; c < int(all.NumCols()); c++ {
+		if err := take(all.Column(c)); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	rec := array.NewRecordBatch(ss.inner, cols, int64(len(moved)))
+	release()
+	return rec, nil
+}
+
+// sessionRows builds GroupBy input rows from operator input rows, giving
+// row i of key k the next start from rowStart[k].
+func (ex *executor) sessionRows(ctx context.Context, r arrow.RecordBatch, rowStart map[string][]int64, next map[string]int) (arrow.RecordBatch, error) {
+	ss := ex.agg.session
+	keys := make([]arrow.Array, ss.nKeys)
+	for j, k := range ex.agg.keyIdx {
+		keys[j] = r.Column(k)
+	}
+	sb := array.NewTimestampBuilder(ex.mem, ss.tsType)
+	defer sb.Release()
+	for i := 0; i < int(r.NumRows()); i++ {
+		k := keyString(keys, i)
+		sb.Append(arrow.Timestamp(rowStart[k][next[k]]))
+		next[k]++
+	}
+	vals, err := ss.innerColumns(ctx, ex.mem, r)
+	if err != nil {
+		return nil, err
+	}
+	start := sb.NewArray()
+	ts := r.Column(ss.tsIdx)
+	cols := append(append([]arrow.Array(nil), keys...), start, ts, ts)
+	cols = append(cols, vals...)
+	rec := array.NewRecordBatch(ss.inner, cols, r.NumRows())
+	start.Release()
+	for _, v := range vals {
+		v.Release()
+	}
+	return rec, nil
+}
+
+// sessionOutput turns GroupBy output rows into the operator's output:
+// window_start, window_end, keys, aggregates.
+func (ex *executor) sessionOutput(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	ss := ex.agg.session
+	n := int(rec.NumRows())
+	cols := []arrow.Array{}
+	start := rec.Column(ss.nKeys)
+	start.Retain()
+	cols = append(cols, start)
+	eb := array.NewTimestampBuilder(ex.mem, ss.tsType)
+	maxCol := rec.Column(ss.nKeys + 2).(*array.Timestamp)
+	for i := 0; i < n; i++ {
+		eb.Append(maxCol.Value(i) + arrow.Timestamp(ss.gap))
+	}
+	cols = append(cols, eb.NewArray())
+	eb.Release()
+	for j := 0; j < ss.nKeys; j++ {
+		c := rec.Column(j)
+		c.Retain()
+		cols = append(cols, c)
+	}
+	c := ss.nKeys + 3
+	for _, sa := range ss.aggs {
+		if sa.user.Func != batch.AggAvg {
+			col := rec.Column(c)
+			col.Retain()
+			cols = append(cols, col)
+			c++
+			continue
+		}
+		fb := array.NewFloat64Builder(ex.mem)
+		cnt := rec.Column(c + 1).(*array.Int64)
+		for i := 0; i < n; i++ {
+			if rec.Column(c).IsNull(i) || cnt.IsNull(i) || cnt.Value(i) == 0 {
+				fb.AppendNull()
+				continue
+			}
+			var sum float64
+			switch v := rec.Column(c).(type) {
+			case *array.Int64:
+				sum = float64(v.Value(i))
+			case *array.Float64:
+				sum = v.Value(i)
+			}
+			fb.Append(sum / float64(cnt.Value(i)))
+		}
+		cols = append(cols, fb.NewArray())
+		fb.Release()
+		c += 2
+	}
+	out := array.NewRecordBatch(ss.out, cols, int64(n))
+	for _, col := range cols {
+		col.Release()
+	}
+	return out, nil
+}
+
+func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	var n int64
+	cols := make([]arrow.Array, schema.NumFields())
+	for c := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for i, r := range recs {
+			parts[i] = r.Column(c)
+		}
+		joined, err := array.Concatenate(parts, mem)
+		if err != nil {
+			for _, done := range cols[:c] {
+				done.Release()
+			}
+			return nil, err
+		}
+		cols[c] = joined
+	}
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	out := array.NewRecordBatch(schema, cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	return out, nil
+}

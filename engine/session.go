@@ -216,7 +216,6 @@ func (ss *sessionState) innerColumns(ctx context.Context, mem memory.Allocator, 
 type sessPoint struct {
 	start, end int64 // end = last event + gap
 	existing   int   // index into the current groups, or -1 for a batch row
-	rec, row   int
 }
 
 // keyString encodes row i of the key columns for grouping in Go maps.

@@ -192,6 +192,17 @@ func divModRun(label string, mod bool, t arrow.DataType) func(*evalCtx, []value)
 		if t.ID() == arrow.INT64 {
 			lv, rv := numOf[int64](l), numOf[int64](r)
 			buf, out := newFixed[int64](ec.mem, n)
+			if c := rv.c; rv.vals == nil && lv.vals != nil && c != 0 && c != -1 {
+				// A constant divisor other than 0 and -1: nothing to check.
+				for i, a := range lv.vals[:n] {
+					if mod {
+						out[i] = a % c
+					} else {
+						out[i] = a / c
+					}
+				}
+				return value{arr: makeArray(t, n, valid, buf)}, nil
+			}
 			for i := range n {
 				if vb != nil && !bitutil.BitIsSet(vb, i) {
 					continue
@@ -212,6 +223,14 @@ func divModRun(label string, mod bool, t arrow.DataType) func(*evalCtx, []value)
 		}
 		lv, rv := numOf[float64](l), numOf[float64](r)
 		buf, out := newFixed[float64](ec.mem, n)
+		if rv.vals == nil && lv.vals != nil && rv.c != 0 && !mod {
+			// Division by a non-zero constant: nothing to check per row.
+			c := rv.c
+			for i, a := range lv.vals[:n] {
+				out[i] = a / c
+			}
+			return value{arr: makeArray(t, n, valid, buf)}, nil
+		}
 		for i := range n {
 			if vb != nil && !bitutil.BitIsSet(vb, i) {
 				continue
@@ -469,18 +488,18 @@ func gatherString(ec *evalCtx, srcs []gsrc, pick []int8, pos []int32) (value, er
 	for k, s := range srcs {
 		views[k] = strsOf(s.arr)
 	}
-	b := array.NewStringBuilder(ec.mem)
-	defer b.Release()
-	b.Reserve(len(pick))
+	valid := newBitmap(ec.mem, len(pick))
+	vb := valid.Bytes()
+	w := newStrOut(ec.mem, len(pick), 0)
 	for i, p := range pick {
 		j := int(pos[i] * srcs[p].stride)
-		if !views[p].ok.valid(j) {
-			b.AppendNull()
-			continue
+		if views[p].ok.valid(j) {
+			bitutil.SetBit(vb, i)
+			w.data = append(w.data, views[p].at(j)...)
 		}
-		b.BinaryBuilder.Append(views[p].at(j))
+		w.end(i)
 	}
-	return value{arr: b.NewArray()}, nil
+	return w.finish(ec.mem, len(pick), valid)
 }
 
 // strs reads a utf8 column over its offsets and data buffers.

@@ -3,10 +3,12 @@ package batch
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"unicode/utf8"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // String functions: arrow-go registers none, so these are loops over the
@@ -39,6 +41,58 @@ func (b *binder) bindString(c *callExpr, a node) (node, error) {
 	}
 }
 
+// strOut writes a utf8 column: offsets straight into an allocator buffer,
+// bytes into a Go slice copied into one at the end (a single memmove, instead
+// of a builder call per row).
+type strOut struct {
+	offBuf *memory.Buffer
+	offs   []int32
+	data   []byte
+}
+
+func newStrOut(mem memory.Allocator, n, hint int) *strOut {
+	buf, offs := newFixedUninit[int32](mem, n+1)
+	offs[0] = 0
+	return &strOut{offBuf: buf, offs: offs, data: make([]byte, 0, hint)}
+}
+
+// end closes row i (null rows append no bytes).
+func (w *strOut) end(i int) { w.offs[i+1] = int32(len(w.data)) }
+
+func (w *strOut) finish(mem memory.Allocator, n int, valid *memory.Buffer) (value, error) {
+	if len(w.data) > math.MaxInt32 {
+		w.offBuf.Release()
+		if valid != nil {
+			valid.Release()
+		}
+		return value{}, fmt.Errorf("batch: string column of %d bytes is over the 2 GiB of utf8", len(w.data))
+	}
+	data := memory.NewResizableBuffer(mem)
+	data.Resize(len(w.data))
+	copy(data.Bytes(), w.data)
+	return value{arr: makeArray(utf8T, n, valid, w.offBuf, data)}, nil
+}
+
+// andAll is the validity of a row-wise function of arrs, or nil.
+func andAll(mem memory.Allocator, n int, arrs []arrow.Array) *memory.Buffer {
+	var valid *memory.Buffer
+	for _, a := range arrs {
+		if a.NullN() == 0 {
+			continue
+		}
+		var cur validBits
+		if valid != nil {
+			cur = validBits{buf: valid.Bytes()}
+		}
+		next := andValidity(mem, n, cur, validity(a))
+		if valid != nil {
+			valid.Release()
+		}
+		valid = next
+	}
+	return valid
+}
+
 // stringMap maps each non-null string through f, which appends the result
 // to dst.
 func stringMap(f func(dst, s []byte) []byte) func(*evalCtx, []value) (value, error) {
@@ -49,22 +103,18 @@ func stringMap(f func(dst, s []byte) []byte) func(*evalCtx, []value) (value, err
 		}
 		defer arr.Release()
 		s := strsOf(arr)
-		b := array.NewStringBuilder(ec.mem)
-		defer b.Release()
-		b.Reserve(ec.n)
+		hint := 0
 		if ec.n > 0 {
-			b.ReserveData(int(s.offs[ec.n] - s.offs[0]))
+			hint = int(s.offs[ec.n] - s.offs[0])
 		}
-		var scratch []byte
+		w := newStrOut(ec.mem, ec.n, hint)
 		for i := range ec.n {
-			if !s.ok.valid(i) {
-				b.AppendNull()
-				continue
+			if s.ok.valid(i) {
+				w.data = f(w.data, s.at(i))
 			}
-			scratch = f(scratch[:0], s.at(i))
-			b.BinaryBuilder.Append(scratch)
+			w.end(i)
 		}
-		return value{arr: b.NewArray()}, nil
+		return w.finish(ec.mem, ec.n, copyValidity(ec.mem, arr))
 	}
 }
 
@@ -106,31 +156,39 @@ func lengthRun(ec *evalCtx, args []value) (value, error) {
 
 func concatRun(ec *evalCtx, args []value) (value, error) {
 	views := make([]strs, len(args))
+	arrs := make([]arrow.Array, 0, len(args))
+	defer func() {
+		for _, a := range arrs {
+			a.Release()
+		}
+	}()
+	hint := 0
 	for k, a := range args {
 		arr, err := a.array(ec.mem, ec.n)
 		if err != nil {
 			return value{}, err
 		}
-		defer arr.Release()
+		arrs = append(arrs, arr)
 		views[k] = strsOf(arr)
-	}
-	b := array.NewStringBuilder(ec.mem)
-	defer b.Release()
-	b.Reserve(ec.n)
-	var scratch []byte
-rows:
-	for i := range ec.n {
-		scratch = scratch[:0]
-		for _, v := range views {
-			if !v.ok.valid(i) {
-				b.AppendNull()
-				continue rows
-			}
-			scratch = append(scratch, v.at(i)...)
+		if ec.n > 0 {
+			hint += int(views[k].offs[ec.n] - views[k].offs[0])
 		}
-		b.BinaryBuilder.Append(scratch)
 	}
-	return value{arr: b.NewArray()}, nil
+	valid := andAll(ec.mem, ec.n, arrs)
+	var vb []byte
+	if valid != nil {
+		vb = valid.Bytes()
+	}
+	w := newStrOut(ec.mem, ec.n, hint)
+	for i := range ec.n {
+		if vb == nil || bitutil.BitIsSet(vb, i) {
+			for _, v := range views {
+				w.data = append(w.data, v.at(i)...)
+			}
+		}
+		w.end(i)
+	}
+	return w.finish(ec.mem, ec.n, valid)
 }
 
 // appendCase appends s upper- or lower-cased: bytewise for ASCII, through

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 )
 
@@ -73,20 +72,14 @@ func (b *binder) bindTime(c *callExpr, label string, a node) (node, error) {
 			}
 			defer arr.Release()
 			vals, ok := fixedValues[int64](arr), validity(arr)
-			sb := array.NewStringBuilder(ec.mem)
-			defer sb.Release()
-			sb.Reserve(ec.n)
-			sb.ReserveData(ec.n * len(layout))
-			var scratch []byte
+			w := newStrOut(ec.mem, ec.n, ec.n*len(layout))
 			for i := range ec.n {
-				if !ok.valid(i) {
-					sb.AppendNull()
-					continue
+				if ok.valid(i) {
+					w.data = toTime(vals[i], t.Unit).AppendFormat(w.data, layout)
 				}
-				scratch = toTime(vals[i], t.Unit).AppendFormat(scratch[:0], layout)
-				sb.BinaryBuilder.Append(scratch)
+				w.end(i)
 			}
-			return value{arr: sb.NewArray()}, nil
+			return w.finish(ec.mem, ec.n, copyValidity(ec.mem, arr))
 		}}, nil
 	}
 	field := c.op

@@ -15,7 +15,7 @@
 //
 //	lake -input DIR -lake DIR|s3://bucket/prefix -checkpoint DIR|s3://bucket/prefix
 //	     [-trigger 1s|available-now|once] [-dead-letter DIR] [-generate N]
-//	     [-max-files-per-trigger N] [-v]
+//	     [-max-files-per-trigger N] [-retain N] [-v]
 //
 // S3 locations take their credentials and region from the standard AWS
 // environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION) and
@@ -60,6 +60,7 @@ func run() error {
 	generate := flag.Int("generate", 0, "first land N deterministic payments in -input (files already there are kept)")
 	merchants := flag.Int("merchants", 50, "distinct merchants of generated payments")
 	maxFiles := flag.Int("max-files-per-trigger", 0, "most landing files one batch takes (0: all new files)")
+	retain := flag.Int("retain", engine.DefaultMinBatchesToRetain, "batches of checkpoint logs kept for recovery and inspection")
 	verbose := flag.Bool("v", false, "log the driver's steps")
 	flag.Parse()
 	if *input == "" || *lake == "" || *cpLoc == "" {
@@ -111,6 +112,7 @@ func run() error {
 		engine.WithCheckpoint(cp),
 		engine.WithSink(sink),
 		engine.WithTrigger(trigger),
+		engine.WithMinBatchesToRetain(*retain),
 		engine.WithLogger(logger),
 		engine.WithProgressListener(func(p engine.Progress) {
 			fmt.Fprintf(os.Stderr, "lake: batch %d: %d payments, %d ms\n", p.BatchID, p.NumInputRows, p.BatchDurationMs)

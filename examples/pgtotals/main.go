@@ -14,7 +14,7 @@
 //
 //	pgtotals -input DIR -checkpoint DIR [-dsn postgres://…] [-job pgtotals]
 //	         [-trigger 1s|available-now|once] [-create-table] [-dead-letter DIR]
-//	         [-generate N] [-max-files-per-trigger N] [-v]
+//	         [-generate N] [-max-files-per-trigger N] [-retain N] [-v]
 //
 // -dsn defaults to the environment variable ONCEFLOW_PG_URL. -create-table
 // creates merchant_totals and onceflow_progress when they are missing;
@@ -65,6 +65,7 @@ func run() error {
 	generate := flag.Int("generate", 0, "first land N deterministic payments in -input (files already there are kept)")
 	merchants := flag.Int("merchants", 50, "distinct merchants of generated payments")
 	maxFiles := flag.Int("max-files-per-trigger", 0, "most landing files one batch takes (0: all new files)")
+	retain := flag.Int("retain", engine.DefaultMinBatchesToRetain, "batches of checkpoint logs kept for recovery and inspection")
 	verbose := flag.Bool("v", false, "log the driver's and the sink's steps")
 	flag.Parse()
 	if *input == "" || *cpLoc == "" {
@@ -124,6 +125,7 @@ func run() error {
 		engine.WithSink(sink),
 		engine.WithTrigger(trigger),
 		engine.WithOutputMode(engine.Update),
+		engine.WithMinBatchesToRetain(*retain),
 		engine.WithLogger(logger),
 		engine.WithProgressListener(func(p engine.Progress) {
 			fmt.Fprintf(os.Stderr, "pgtotals: batch %d: %d payments, %d merchants, %d ms\n", p.BatchID, p.NumInputRows, p.Sinks[0].NumOutputRows, p.BatchDurationMs)

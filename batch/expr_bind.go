@@ -94,7 +94,7 @@ func (c *callExpr) bind(b *binder) (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &fnNode{typ: boolT, args: ops, run: computeRun(compareFn(c.op), nil)}, nil
+		return &fnNode{typ: boolT, args: ops, run: computeRun(label, compareFn(c.op), nil)}, nil
 	case opAnd, opOr, opNot:
 		ops, err := b.wantBool(args, c.args, label)
 		if err != nil {
@@ -102,9 +102,9 @@ func (c *callExpr) bind(b *binder) (node, error) {
 		}
 		switch c.op {
 		case opAnd:
-			return &fnNode{typ: boolT, args: ops, run: computeRun("and_kleene", nil)}, nil
+			return &fnNode{typ: boolT, args: ops, run: computeRun(label, "and_kleene", nil)}, nil
 		case opOr:
-			return &fnNode{typ: boolT, args: ops, run: computeRun("or_kleene", nil)}, nil
+			return &fnNode{typ: boolT, args: ops, run: computeRun(label, "or_kleene", nil)}, nil
 		}
 		return &fnNode{typ: boolT, args: ops, run: notRun}, nil
 	case opIsNull, opIsNotNull:
@@ -341,5 +341,5 @@ func (b *binder) bindIn(c *callExpr, label string, a node) (node, error) {
 	}
 	// valueSet lives as long as the node, on the Go heap.
 	opts := &compute.SetOptions{ValueSet: compute.NewDatumWithoutOwning(valueSet), NullBehavior: compute.NullMatchingInconclusive}
-	return &fnNode{typ: boolT, args: []node{a}, run: computeRun("is_in", opts)}, nil
+	return &fnNode{typ: boolT, args: []node{a}, run: computeRun(label, "is_in", opts)}, nil
 }

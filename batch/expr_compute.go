@@ -24,11 +24,11 @@ func callCompute(ec *evalCtx, name string, opts compute.FunctionOptions, args []
 }
 
 // computeRun is a kernel that cannot fail on data (comparisons, logic).
-func computeRun(name string, opts compute.FunctionOptions) func(*evalCtx, []value) (value, error) {
+func computeRun(label, name string, opts compute.FunctionOptions) func(*evalCtx, []value) (value, error) {
 	return func(ec *evalCtx, args []value) (value, error) {
 		v, err := callCompute(ec, name, opts, args)
 		if err != nil {
-			return value{}, fmt.Errorf("batch: %s: %w", name, err)
+			return value{}, fmt.Errorf("batch: %s: arrow %s: %w", label, name, err)
 		}
 		return v, nil
 	}

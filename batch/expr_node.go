@@ -136,6 +136,9 @@ func (v value) array(mem memory.Allocator, n int) (arrow.Array, error) {
 // str prints row i of v for an error message.
 func (v value) str(i int) string {
 	if v.arr == nil {
+		if v.sc.IsValid() && isString(v.sc.DataType()) {
+			return quote(v.sc.String())
+		}
 		return v.sc.String()
 	}
 	if v.arr.IsNull(i) {

@@ -62,7 +62,7 @@ func (b *binder) bindTime(c *callExpr, label string, a node) (node, error) {
 		}
 		opts := compute.DefaultRoundTemporalOptions
 		opts.Unit = u
-		return &fnNode{typ: t, args: args, run: computeRun("floor_temporal", &opts)}, nil
+		return &fnNode{typ: t, args: args, run: computeRun(label, "floor_temporal", &opts)}, nil
 	case opFormatTime:
 		layout := c.str
 		return &fnNode{typ: utf8T, args: args, run: func(ec *evalCtx, args []value) (value, error) {

@@ -109,6 +109,18 @@ func TestProjectionSchema(t *testing.T) {
 	if got := p.Schema().String(); got != want {
 		t.Errorf("schema\n%s\nwant\n%s", got, want)
 	}
+	// No columns: the rows remain, counted.
+	empty, err := NewProjection(mem, moneySchema, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := moneyRecord(t, mem, `[{"id":1},{"id":2}]`)
+	out, err := empty.Apply(context.Background(), rec)
+	if err != nil || out.NumCols() != 0 || out.NumRows() != 2 {
+		t.Errorf("empty projection: %v %v", out, err)
+	}
+	out.Release()
+	rec.Release()
 	_, err = NewProjection(mem, moneySchema, []Named{{Expr: Col("id")}, As(Col("fee"), "id")})
 	if err == nil || err.Error() != `batch: projection has two columns named "id"` {
 		t.Errorf("duplicate names: %v", err)

@@ -21,13 +21,12 @@ import (
 // from Arrow arrays: each column's values of a chunk of rows go to that
 // column's writer in one call, with no row objects in between.
 type fileWriter struct {
-	l     *layout
-	buf   bytes.Buffer
-	w     *parquet.GenericWriter[any]
-	cols  []*parquet.ColumnWriter
-	rows  int64
-	vals  []parquet.Value
-	fixed []byte // scratch for 16-byte decimals
+	l    *layout
+	buf  bytes.Buffer
+	w    *parquet.GenericWriter[any]
+	cols []*parquet.ColumnWriter
+	rows int64
+	vals []parquet.Value
 }
 
 func newFileWriter(l *layout, codec Compression) *fileWriter {
@@ -47,7 +46,6 @@ func (fw *fileWriter) size() int64 { return fw.w.Size() }
 func (fw *fileWriter) write(rec arrow.RecordBatch, ri int, idx []int32) error {
 	if cap(fw.vals) < len(idx) {
 		fw.vals = make([]parquet.Value, len(idx))
-		fw.fixed = make([]byte, 16*len(idx))
 	}
 	vals := fw.vals[:len(idx)]
 	for k, c := range fw.l.data {
@@ -165,23 +163,14 @@ func (fw *fileWriter) fill(vals []parquet.Value, k int, c dataCol, a arrow.Array
 		}
 	case *array.Decimal128:
 		v := col.Values()
-		switch p := col.DataType().(*arrow.Decimal128Type).Precision; {
-		case p <= 9:
+		if col.DataType().(*arrow.Decimal128Type).Precision <= 9 {
 			set = func(j, i int) error {
 				vals[j] = parquet.Int32Value(int32(int64(v[i].LowBits())))
 				return nil
 			}
-		case p <= 18:
+		} else {
 			set = func(j, i int) error {
 				vals[j] = parquet.Int64Value(int64(v[i].LowBits()))
-				return nil
-			}
-		default:
-			set = func(j, i int) error {
-				b := fw.fixed[16*j : 16*j+16]
-				binary.BigEndian.PutUint64(b[:8], uint64(v[i].HighBits()))
-				binary.BigEndian.PutUint64(b[8:], v[i].LowBits())
-				vals[j] = parquet.FixedLenByteArrayValue(b)
 				return nil
 			}
 		}

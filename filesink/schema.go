@@ -29,6 +29,10 @@ type dataCol struct {
 	nullable bool
 }
 
+// maxDecimalPrecision is the highest decimal128 precision the sink writes
+// (as DECIMAL on INT64).
+const maxDecimalPrecision = 18
+
 // supportedType returns the log name of an Arrow type the sink can write, or
 // ok false.
 func supportedType(t arrow.DataType) (string, bool) {
@@ -56,7 +60,11 @@ func supportedType(t arrow.DataType) (string, bool) {
 	case *arrow.TimestampType:
 		return "timestamp[us, tz=UTC]", true
 	case *arrow.Decimal128Type:
-		if tt.Precision < 1 || tt.Precision > 38 || tt.Scale < 0 || tt.Scale > tt.Precision {
+		// Precision above 18 would need FIXED_LEN_BYTE_ARRAY, whose
+		// statistics parquet-go orders as unsigned bytes: negative values
+		// would get wrong min/max in the footer, and readers that skip row
+		// groups by statistics would drop rows.
+		if tt.Precision < 1 || tt.Precision > maxDecimalPrecision || tt.Scale < 0 || tt.Scale > tt.Precision {
 			return "", false
 		}
 		return fmt.Sprintf("decimal(%d,%d)", tt.Precision, tt.Scale), true
@@ -101,14 +109,10 @@ func leafNode(t arrow.DataType) parquet.Node {
 		return parquet.Timestamp(parquet.Microsecond)
 	case *arrow.Decimal128Type:
 		p, s := int(tt.Precision), int(tt.Scale)
-		switch {
-		case p <= 9:
+		if p <= 9 {
 			return parquet.Decimal(s, p, parquet.Int32Type)
-		case p <= 18:
-			return parquet.Decimal(s, p, parquet.Int64Type)
-		default:
-			return parquet.Decimal(s, p, parquet.FixedLenByteArrayType(16))
 		}
+		return parquet.Decimal(s, p, parquet.Int64Type)
 	}
 	panic(fmt.Sprintf("filesink: leafNode of unchecked type %s", t))
 }
@@ -132,7 +136,7 @@ func newLayout(schema *arrow.Schema, partitionBy []string) (*layout, error) {
 		seen[f.Name] = i
 		name, ok := supportedType(f.Type)
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: column %q has type %s; the sink writes bool, int8, int16, int32, int64, float32, float64, string, large_string, binary, large_binary, date32, timestamp (any unit) and decimal128 (precision 1-38)", ErrUnsupportedType, f.Name, f.Type))
+			errs = append(errs, fmt.Errorf("%w: column %q has type %s; the sink writes bool, int8, int16, int32, int64, float32, float64, string, large_string, binary, large_binary, date32, timestamp (any unit) and decimal128 with precision 1-18 and 0 <= scale <= precision", ErrUnsupportedType, f.Name, f.Type))
 		}
 		l.logSchema = append(l.logSchema, Column{Name: f.Name, Type: name, Nullable: f.Nullable})
 	}

@@ -66,6 +66,9 @@ func TestRoundTripAllTypes(t *testing.T) {
 			if st := statsOf(files[0], "i32"); st.NullCount != int64(countNulls(n)) {
 				t.Fatalf("i32 null count = %d, want %d", st.NullCount, countNulls(n))
 			}
+			if st := statsOf(files[0], "dec9"); string(st.Min) != `"-50.00"` || string(st.Max) != `"1059.26"` {
+				t.Fatalf("dec9 stats = %s..%s", st.Min, st.Max)
+			}
 			if st := statsOf(files[0], "ts_us"); !strings.HasPrefix(string(st.Min), `"2026-05`) {
 				t.Fatalf("ts_us stats = %s..%s", st.Min, st.Max)
 			}
@@ -110,8 +113,8 @@ func checkParquetTypes(t *testing.T, ctx context.Context, name string, table int
 		"id": "INT(64,true)/INT64/required", "i32": "INT(32,true)/INT32/optional", "s": "STRING/BYTE_ARRAY/optional",
 		"d": "DATE/INT32/optional", "ts_s": "TIMESTAMP(isAdjustedToUTC=true,unit=MICROS)/INT64/optional",
 		"ts_ns": "TIMESTAMP(isAdjustedToUTC=true,unit=MICROS)/INT64/optional", "dec9": "DECIMAL(9,2)/INT32/optional",
-		"dec18": "DECIMAL(18,4)/INT64/optional", "dec38": "DECIMAL(38,10)/FIXED_LEN_BYTE_ARRAY/optional",
-		"bin": "BYTE_ARRAY/BYTE_ARRAY/optional",
+		"dec18": "DECIMAL(18,4)/INT64/optional",
+		"bin":   "BYTE_ARRAY/BYTE_ARRAY/optional",
 	}
 	var order []string
 	for _, fl := range pf.Schema().Fields() {
@@ -158,12 +161,13 @@ func TestValidateSchema(t *testing.T) {
 		{Name: "day", Type: arrow.FixedWidthTypes.Date32},
 		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String)},
 		{Name: "u", Type: arrow.PrimitiveTypes.Uint32},
+		{Name: "big", Type: &arrow.Decimal128Type{Precision: 38, Scale: 10}},
 	}, nil)
 	err = s.ValidateSchema(schema)
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`column "tags" has type list<item: utf8, nullable>`, `column "u" has type uint32`, `partition column "nope" is not in the schema`} {
+	for _, want := range []string{`column "tags" has type list<item: utf8, nullable>`, `column "u" has type uint32`, `column "big" has type decimal(38, 10)`, `partition column "nope" is not in the schema`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

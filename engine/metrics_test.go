@@ -321,3 +321,47 @@ func TestSourceLag(t *testing.T) {
 		})
 	}
 }
+
+// lagSource reports per-partition lag the way the Kafka source's stats
+// read.
+type lagSource struct {
+	*seqSource
+	lags []partitionStats
+}
+
+func (l *lagSource) Metrics() map[string]any { return map[string]any{"partitions": l.lags} }
+
+func TestMetricsLagSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	src := &lagSource{seqSource: newSeq(30, 10, 3), lags: []partitionStats{{"pay", 0, 20}, {"pay", 1, 5}}}
+	var q *Query
+	q, err := NewQuery(ReadStream(src), WithName("lagged"), WithCheckpoint(localStore(t)), WithSink(memsink.New("o")),
+		WithTrigger(AvailableNow()), WithMetrics(reg),
+		WithProgressListener(func(p Progress) {
+			// Partition 1 goes away after batch 0; partition 0 catches up.
+			src.lags = []partitionStats{{"pay", 0, 20 - 10*(p.BatchID+1)}}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := q.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	lag := byName["onceflow_source_lag"]
+	if lag == nil || len(lag.GetMetric()) != 1 {
+		t.Fatalf("lag series %v, want only pay/0", lag)
+	}
+	if v, err := metricValue(byName, "onceflow_source_lag", map[string]string{"query": "lagged", "source": "seq", "partition": "pay/0"}); err != nil || v != 0 {
+		t.Fatalf("lag of pay/0 = %v, %v; want 0 after the last batch", v, err)
+	}
+}

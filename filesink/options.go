@@ -139,8 +139,9 @@ func WithCompression(codec Compression) Option {
 }
 
 // WithTargetFileSize rolls to a new file once a file's estimated size
-// reaches bytes (checked every 1024 rows, so a file holds at least that many
-// rows). Default 128 MiB.
+// reaches bytes. The size is checked after every chunk of rows (1024, fewer
+// for wide rows: a chunk that adds more than an eighth of the target halves
+// the next ones). Default 128 MiB.
 func WithTargetFileSize(bytes int64) Option {
 	return func(c *config) { c.targetFileSize = bytes }
 }

@@ -240,6 +240,7 @@ func (s *Sink) writeGroup(ctx context.Context, l *layout, batch, now int64, g *g
 	seq := 0
 	chunk := s.cfg.chunkRows
 	allIdx := make([]int32, chunk)
+
 	var fw *fileWriter
 	var pending []byte // the last file, kept back while it may be merged
 	var pendingStats []ColumnStats
@@ -277,7 +278,8 @@ func (s *Sink) writeGroup(ctx context.Context, l *layout, batch, now int64, g *g
 			rows = g.rows[ri]
 			n = len(rows)
 		}
-		for off := 0; off < n; off += chunk {
+		chunk = chunkRows(rec, s.cfg.chunkRows, s.cfg.targetFileSize)
+		for off := 0; off < n; {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -294,8 +296,17 @@ func (s *Sink) writeGroup(ctx context.Context, l *layout, batch, now int64, g *g
 			if fw == nil {
 				fw = newFileWriter(l, s.cfg.compression)
 			}
+			before := fw.size()
 			if err := fw.write(rec, ri, idx); err != nil {
 				return nil, err
+			}
+			off = end
+			// Wide rows: a chunk that adds more than an eighth of the
+			// target shrinks the next ones, so files stay near the target
+			// and memory bounded. The sizes depend on the data alone, so
+			// file boundaries stay deterministic.
+			if grew := fw.size() - before; grew > s.cfg.targetFileSize/8 && chunk > 1 {
+				chunk = max(1, chunk/2)
 			}
 			if fw.size() >= s.cfg.targetFileSize {
 				if err := closeFile(); err != nil {
@@ -429,4 +440,25 @@ func partValue(vals []PartitionValue, col string) (PartitionValue, bool) {
 		}
 	}
 	return PartitionValue{}, false
+}
+
+// chunkRows is how many rows of rec to convert at a time: at most limit, and
+// few enough that a chunk holds about an eighth of the target file size
+// (judged by the record's Arrow buffers), so wide rows still roll near the
+// target.
+func chunkRows(rec arrow.RecordBatch, limit int, target int64) int {
+	n := rec.NumRows()
+	if n == 0 {
+		return limit
+	}
+	var bytes int64
+	for _, c := range rec.Columns() {
+		for _, b := range c.Data().Buffers() {
+			if b != nil {
+				bytes += int64(b.Len())
+			}
+		}
+	}
+	perRow := bytes/n + 1
+	return int(min(int64(limit), max(1, target/8/perRow)))
 }

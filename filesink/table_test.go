@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/offsetlog"
 )
@@ -530,5 +532,46 @@ func TestReadersDuringWrites(t *testing.T) {
 	}
 	if rows, _ := readAll(t, table); len(rows) != per*batches {
 		t.Fatalf("%d rows", len(rows))
+	}
+}
+
+// TestWideRowsRoll checks that rows much wider than the chunk budget still
+// give files near the target size.
+func TestWideRowsRoll(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "blob", Type: arrow.BinaryTypes.Binary}}, nil)
+	b := array.NewRecordBuilder(mem, schema)
+	blob := make([]byte, 32<<10)
+	for i := 0; i < 600; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		blob[0], blob[1] = byte(i), byte(i>>8) // incompressible enough: vary it
+		for j := 2; j < len(blob); j += 97 {
+			blob[j] = byte(i*j + j>>3)
+		}
+		b.Field(1).(*array.BinaryBuilder).Append(blob)
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	table, _ := openTable(t)
+	s, err := New(table, WithTargetFileSize(1<<20), WithCompression(Uncompressed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddBatch(ctx, 0, schema, []arrow.RecordBatch{rec}); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := Committed(ctx, table)
+	var rows int64
+	for i, f := range files {
+		rows += f.Rows
+		if i < len(files)-1 && (f.Size > 2<<20 || f.Size < 1<<19) {
+			t.Errorf("file %s is %d bytes, target 1 MiB", f.Path, f.Size)
+		}
+	}
+	if rows != 600 || len(files) < 10 {
+		t.Fatalf("%d files, %d rows", len(files), rows)
 	}
 }

@@ -102,6 +102,9 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 			s.mu.st = nil // re-read the log before the next attempt
 		}
 	}()
+	if batchID < 0 {
+		return fmt.Errorf("filesink: batch %d: negative batch id", batchID)
+	}
 	st, err := s.state(ctx)
 	if err != nil {
 		return err

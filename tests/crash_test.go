@@ -22,6 +22,7 @@ import (
 
 var (
 	randomKills = flag.Int("crash.random", 12, "random-moment SIGKILLs in TestCrashRandom")
+	pointKills  = flag.Int("crash.kills", 2, "SIGKILLs per fault point (at its 2nd, 3rd, … hit in successive runs)")
 )
 
 // buildProg compiles a test program once per test binary run.
@@ -165,7 +166,7 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 					kills := 0
 					// Kill at the 2nd, then 3rd, … hit of the point in
 					// successive runs, then finish cleanly.
-					for k := 2; k < 6; k++ {
+					for k := 2; k < 2+*pointKills; k++ {
 						killed, stderr := c.once(t, fmt.Sprintf("%s@%d", point, k), 0)
 						if !killed {
 							break
@@ -233,7 +234,7 @@ func TestCrashFilesSource(t *testing.T) {
 			writeLanding(t, landing, 6000, 500)
 			c := crashRun{bin: bin, args: progArgs(t.TempDir(), out, "-landing", landing)}
 			kills := 0
-			for k := 2; k < 5; k++ {
+			for k := 2; k < 2+*pointKills; k++ {
 				killed, _ := c.once(t, fmt.Sprintf("%s@%d", point, k), 0)
 				if !killed {
 					break

@@ -53,6 +53,17 @@ type ForkStats struct {
 // refuses when batch fromBatch-1 is not committed, is older than what src
 // retains, or its state was purged, and when dst is not empty.
 //
+// Why not rewind src by hand (delete offsets/N… and commits/N…)? Every
+// sink is idempotent in the batch id, and the old run already gave the
+// sinks those ids: a files sink finds _onceflow_log/N and skips the
+// replay, an offsets-in-sink table holds a batch id at or above N and
+// rolls the replay back, a Kafka sink finds batch N's committed marker
+// under the query's transactional id and skips it. So the replayed
+// batches are silently dropped, or, if the new plan of batch N covers
+// other offsets than the old one, the sinks keep the old batch N and
+// lose the difference, and state versions after N no longer match the
+// log. A fork has a new query id and new sinks, so none of this applies.
+//
 // The copy is ordered so that an interrupted fork is refused by the
 // engine (commits without their write-ahead entries) until its last file,
 // offsets/<fromBatch-1>, is written; delete dst and fork again.

@@ -373,3 +373,16 @@ func gapEndBetween(a, b time.Time) time.Time {
 	}
 	return hi
 }
+
+// ParseSchedule parses a schedule flag: "@every <duration>" (aligned ticks,
+// EverySchedule) or anything ParseCron accepts.
+func ParseSchedule(spec string, opts ...CronOption) (Schedule, error) {
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%w: schedule %q: %q is not a positive duration such as 15m", ErrInvalidQuery, spec, strings.TrimSpace(rest))
+		}
+		return EverySchedule(d), nil
+	}
+	return ParseCron(spec, opts...)
+}

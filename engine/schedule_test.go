@@ -258,3 +258,23 @@ func TestScheduledQueryRunsPassesAtTicks(t *testing.T) {
 		t.Errorf("pass after the overrun started %s after it, want about a tick", gap)
 	}
 }
+
+func TestParseSchedule(t *testing.T) {
+	cases := []struct{ spec, want, err string }{
+		{"@every 15m", "every 15m0s", ""},
+		{"@every -1s", "", "not a positive duration"},
+		{"@every soon", "", `"soon" is not a positive duration`},
+		{"TZ=UTC 0 2 * * *", "cron TZ=UTC 0 2 * * *", ""},
+		{"@daily", "cron @daily", ""},
+		{"0 2 * *", "", "has 4 fields"},
+	}
+	for _, tc := range cases {
+		s, err := ParseSchedule(tc.spec)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("ParseSchedule(%q) error %v, want %q", tc.spec, err, tc.err)
+		case tc.err == "" && (err != nil || s.String() != tc.want):
+			t.Errorf("ParseSchedule(%q) = %v, %v; want %s", tc.spec, s, err, tc.want)
+		}
+	}
+}

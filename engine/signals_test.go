@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -136,4 +138,44 @@ func TestSignalsStopAndAbort(t *testing.T) {
 			t.Fatalf("restart after abort: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
 	})
+}
+
+// In process, with a signal nobody else uses: the first stops after the
+// batch in flight, a second aborts, and nothing is left running.
+func TestRunUntilSignalInProcess(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, signals := range []int{1, 2} {
+		t.Run(fmt.Sprint(signals, " signals"), func(t *testing.T) {
+			cp := localStore(t)
+			bs := &blockingSink{entered: make(chan struct{}, 1), release: make(chan struct{})}
+			q, err := NewQuery(ReadStream(newSeq(1<<40, 10, 2)), WithCheckpoint(cp), WithSink(bs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- RunUntilSignal(context.Background(), q, syscall.SIGUSR1) }()
+			<-bs.entered // batch 0 is in the sink
+			for range signals {
+				if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if signals == 1 {
+				close(bs.release)
+			}
+			err = <-done
+			plans, commits := checkpointBatches(t, cp.(*storage.Local).Root())
+			switch signals {
+			case 1:
+				if err != nil || fmt.Sprint(plans) != "[0]" || fmt.Sprint(commits) != "[0]" {
+					t.Fatalf("one signal: %v, offsets %v, commits %v", err, plans, commits)
+				}
+			case 2:
+				if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "aborted by a second user defined signal 1") || fmt.Sprint(commits) != "[]" {
+					t.Fatalf("two signals: %v, commits %v", err, commits)
+				}
+			}
+		})
+	}
 }

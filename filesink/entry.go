@@ -18,8 +18,10 @@ const (
 	ActionRemove = "remove"
 )
 
-// Entry is one log object: the delta of one batch (_onceflow_log/<N>) or a
-// compacted log as of a batch (_onceflow_log/<N>.compact).
+// Entry is the delta of one batch, _onceflow_log/<N> (offsetlog format: a
+// version line and this object as one JSON line). A compact file,
+// _onceflow_log/<N>.compact, holds the same header fields with an action
+// count, then one Action per line; see docs/format/filesink-log.md.
 type Entry struct {
 	FormatVersion int    `json:"formatVersion"`
 	Kind          string `json:"kind"`
@@ -32,9 +34,8 @@ type Entry struct {
 	// order.
 	Schema           []Column `json:"schema"`
 	PartitionColumns []string `json:"partitionColumns"`
-	// Actions: a delta lists its removes then its adds, each sorted by
-	// path; a compact file lists every live file (add) and the removes
-	// still within the tombstone retention, sorted by path.
+	// Actions lists the batch's removes then its adds, each sorted by
+	// path.
 	Actions []Action `json:"actions"`
 }
 

@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -104,16 +102,5 @@ func checkTotals(t *testing.T, dsn, job, cp string, want map[string]payment) {
 // lastCommit returns the newest N of <cp>/commits/N, or -1.
 func lastCommit(t *testing.T, cp string) int64 {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(cp, "commits"))
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	last := int64(-1)
-	for _, e := range ents {
-		n, err := strconv.ParseInt(e.Name(), 10, 64)
-		if err == nil && n > last {
-			last = n
-		}
-	}
-	return last
+	return lastIn(t, filepath.Join(cp, "commits"))
 }

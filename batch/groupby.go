@@ -317,8 +317,8 @@ func (g *GroupBy) Load(rec arrow.RecordBatch) error {
 }
 
 // Remove evicts the groups for which keep writes false: keep receives the
-// key columns of all groups (insertion order) and a slice of as many bools
-// to fill. It returns the removed groups' keys (KeySchema), for the state
+// key columns of all groups (insertion order; released when keep returns)
+// and a slice of as many bools, all true, to fill. It returns the removed groups' keys (KeySchema), for the state
 // delta; the caller releases them. The other groups keep their order.
 func (g *GroupBy) Remove(keep func(keys []arrow.Array, out []bool)) (arrow.RecordBatch, error) {
 	n := g.keys.len()

@@ -95,8 +95,7 @@ func benchInput(b *testing.B, kind string, groups int) *benchData {
 	return d
 }
 
-func benchGroupBy(b *testing.B, kind string, groups int) {
-	d := benchInput(b, kind, groups)
+func benchGroupBy(b *testing.B, d *benchData, groups int) {
 	mem := memory.NewGoAllocator()
 	b.ResetTimer()
 	cpu0 := benchCPU()
@@ -121,14 +120,16 @@ func benchGroupBy(b *testing.B, kind string, groups int) {
 // BenchmarkGroupByInt64 is sum+count over an int64 key.
 func BenchmarkGroupByInt64(b *testing.B) {
 	for _, groups := range []int{100_000, 10_000_000} {
-		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) { benchGroupBy(b, "int64", groups) })
+		d := benchInput(b, "int64", groups)
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) { benchGroupBy(b, d, groups) })
 	}
 }
 
 // BenchmarkGroupByString is sum+count over a string key ("merchant-%08d").
 func BenchmarkGroupByString(b *testing.B) {
 	for _, groups := range []int{100_000} {
-		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) { benchGroupBy(b, "string", groups) })
+		d := benchInput(b, "string", groups)
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) { benchGroupBy(b, d, groups) })
 	}
 }
 
@@ -137,9 +138,8 @@ func BenchmarkGroupByString(b *testing.B) {
 func BenchmarkGoMapBaseline(b *testing.B) {
 	type acc struct{ sum, count int64 }
 	for _, groups := range []int{100_000, 10_000_000} {
+		d := benchInput(b, "int64", groups)
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
-			d := benchInput(b, "int64", groups)
-			b.ResetTimer()
 			cpu0 := benchCPU()
 			for range b.N {
 				m := map[int64]acc{}

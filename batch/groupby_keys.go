@@ -428,6 +428,7 @@ type bytesKeys struct {
 	nullSeq uint32
 	// scratch of the row encoding
 	rowOffs []int64
+	pos     []int64
 	buf     []byte
 	touched uint64 // sum of the hashes loaded ahead, kept so the loads stay
 }
@@ -440,7 +441,7 @@ func (t *bytesKeys) len() int {
 }
 
 func (t *bytesKeys) memoryBytes() int64 {
-	return aggSize(t.slots) + aggSize(t.arena) + aggSize(t.offs) + aggSize(t.rowOffs) + aggSize(t.buf)
+	return aggSize(t.slots) + aggSize(t.arena) + aggSize(t.offs) + aggSize(t.rowOffs) + aggSize(t.pos) + aggSize(t.buf)
 }
 
 func (t *bytesKeys) find(cols []arrow.Array, gids []uint32, seq uint32, groups []uint32) []uint32 {
@@ -673,11 +674,10 @@ func (t *bytesKeys) encode(cols []arrow.Array) {
 		t.buf = make([]byte, total)
 	}
 	t.buf = t.buf[:total]
-	// pos[i] walks row i; it reuses lens shifted by one row: fill with starts.
-	pos := make([]int64, n)
-	copy(pos, t.rowOffs[:n])
+	// pos[i] walks row i from its start.
+	t.pos = append(t.pos[:0], t.rowOffs[:n]...)
 	for _, c := range cols {
-		keyEncodeColumn(c, t.buf, pos)
+		keyEncodeColumn(c, t.buf, t.pos)
 	}
 }
 

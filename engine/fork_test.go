@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/source/files"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -184,5 +189,63 @@ func TestInterruptedForkIsRefused(t *testing.T) {
 		if !errors.Is(err, offsetlog.ErrCorrupt) || len(sink.BatchIDs()) != 0 {
 			t.Fatalf("from %d: run on an interrupted fork: %v, batches %v", from, err, sink.BatchIDs())
 		}
+	}
+}
+
+// A files source's own log is forked with the checkpoint: the replay takes
+// exactly the files the original batches took, even with more files
+// landed since.
+func TestForkReplaysTheSameFiles(t *testing.T) {
+	ctx := context.Background()
+	land := t.TempDir()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	write := func(i int) {
+		name := filepath.Join(land, fmt.Sprintf("f%02d.json", i))
+		if err := os.WriteFile(name, []byte(fmt.Sprintf("{\"v\":%d}\n{\"v\":%d}\n", i, i*10)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Distinct modification times keep the files' order by name.
+		mt := time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)
+		if err := os.Chtimes(name, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newSrc := func() *files.Source {
+		s, err := files.New(land, files.JSON, schema, files.WithMaxFilesPerTrigger(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for i := range 4 {
+		write(i)
+	}
+	src := localStore(t)
+	orig := memsink.New("orig")
+	if _, err := runQuery(t, ReadStream(newSrc()), WithCheckpoint(src), WithSink(orig), WithTrigger(AvailableNow())); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(orig.BatchIDs()); got != "[0 1 2 3]" {
+		t.Fatalf("original batches %s", got)
+	}
+	dst := localStore(t)
+	if err := ForkCheckpoint(ctx, src, dst, 2); err != nil {
+		t.Fatal(err)
+	}
+	write(4) // landed after the original run
+	replay := memsink.New("replay")
+	if _, err := runQuery(t, ReadStream(newSrc()), WithCheckpoint(dst), WithSink(replay), WithTrigger(AvailableNow())); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(replay.BatchIDs()); got != "[2 3 4]" {
+		t.Fatalf("replayed batches %s, want [2 3 4]", got)
+	}
+	for _, id := range []int64{2, 3} {
+		if g, w := fmt.Sprint(replay.Batch(id)), fmt.Sprint(orig.Batch(id)); g != w {
+			t.Errorf("batch %d replayed as %s, first run %s", id, g, w)
+		}
+	}
+	if got := fmt.Sprint(replay.Batch(4)); got != "[[4] [40]]" {
+		t.Errorf("batch 4 (the new file) = %s", got)
 	}
 }

@@ -112,13 +112,16 @@ func (m *monitor) started(queryID, runID, name string) {
 		m.reg = reg
 	}
 	if reg != nil {
-		if m.metrics == nil || m.metrics.name != name {
-			qm := newQueryMetrics(name, m)
-			if err := qm.register(reg); err != nil {
-				errs = append(errs, err)
-			} else {
-				m.metrics = qm
-			}
+		qm := m.metrics
+		if qm == nil || qm.name != name {
+			qm = newQueryMetrics(name, m)
+		}
+		// Again on every Run: another query of the name may have taken
+		// the registration over while this one was stopped.
+		if err := qm.register(reg); err != nil {
+			errs = append(errs, err)
+		} else {
+			m.metrics = qm
 		}
 	}
 	if m.addr != "" && len(errs) == 0 {
@@ -292,6 +295,9 @@ func (q *queryMetrics) register(reg prometheus.Registerer) error {
 	err := reg.Register(q)
 	var are prometheus.AlreadyRegisteredError
 	if errors.As(err, &are) {
+		if are.ExistingCollector == prometheus.Collector(q) {
+			return nil // this query's own, from an earlier Run
+		}
 		if old, ok := are.ExistingCollector.(*queryMetrics); ok && !old.mon.state().running {
 			reg.Unregister(old)
 			err = reg.Register(q)

@@ -65,6 +65,27 @@ func BenchmarkWrite(b *testing.B) {
 	rec, rows := benchData(mem)
 	defer rec.Release()
 	ctx := context.Background()
+	b.Run("sink-partitioned-nosync", func(b *testing.B) {
+		// 17 partitions by qty: grouping rows by index, 17 files a batch.
+		table, err := storage.OpenLocal(b.TempDir(), storage.LocalOptions{NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := New(table, PartitionBy("qty"), WithCompactEvery(1<<40))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu0 := cpuTime()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := s.AddBatch(ctx, int64(i), benchSchema, []arrow.RecordBatch{rec}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		reportCPU(b, cpu0, b.N*benchRows)
+		b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
+	})
 	for _, disk := range []struct {
 		name   string
 		noSync bool
@@ -106,11 +127,12 @@ func benchWrite(ctx context.Context, b *testing.B, disk string, noSync bool, rec
 			b.Fatal(err)
 		}
 		var size int
+		codec := Zstd.codec()
 		cpu0 := cpuTime()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			var buf bytes.Buffer
-			w := parquet.NewGenericWriter[benchRow](&buf, parquet.Compression(Zstd.codec()))
+			w := parquet.NewGenericWriter[benchRow](&buf, parquet.Compression(codec))
 			if _, err := w.Write(rows); err != nil {
 				b.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -29,10 +30,13 @@ type fileWriter struct {
 	vals []parquet.Value
 }
 
-func newFileWriter(l *layout, codec Compression) *fileWriter {
+// newFileWriter starts a file compressed with codec, which must be shared
+// by all files of a sink: parquet-go's codecs pool their encoders per codec
+// value, and a fresh zstd encoder per file costs more than the file.
+func newFileWriter(l *layout, codec compress.Codec) *fileWriter {
 	fw := &fileWriter{l: l}
 	fw.w = parquet.NewGenericWriter[any](&fw.buf, l.schema,
-		parquet.Compression(codec.codec()),
+		parquet.Compression(codec),
 		parquet.CreatedBy("onceflow filesink", "", ""),
 	)
 	fw.cols = fw.w.ColumnWriters()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/onceflow/onceflow/internal/fault"
@@ -33,6 +34,7 @@ type Sink struct {
 	table storage.Store
 	cfg   config
 	log   *offsetlog.Log[Entry]
+	codec compress.Codec // shared by every file, so encoders are pooled
 
 	mu struct {
 		sync.Mutex
@@ -50,7 +52,7 @@ func New(table storage.Store, opts ...Option) (*Sink, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Sink{table: table, cfg: cfg, log: offsetlog.New[Entry](table, LogDir)}, nil
+	return &Sink{table: table, cfg: cfg, log: offsetlog.New[Entry](table, LogDir), codec: cfg.compression.codec()}, nil
 }
 
 // Description names the sink for progress and logs.
@@ -297,7 +299,7 @@ func (s *Sink) writeGroup(ctx context.Context, l *layout, batch, now int64, g *g
 				idx = rows[off:end]
 			}
 			if fw == nil {
-				fw = newFileWriter(l, s.cfg.compression)
+				fw = newFileWriter(l, s.codec)
 			}
 			before := fw.size()
 			if err := fw.write(rec, ri, idx); err != nil {
@@ -366,7 +368,7 @@ func (s *Sink) merge(ctx context.Context, l *layout, g *group, fresh []byte, sma
 	if len(take) == 0 {
 		return nil, nil, nil
 	}
-	fw := newFileWriter(l, s.cfg.compression)
+	fw := newFileWriter(l, s.codec)
 	var copied []File
 	for _, f := range take {
 		data, err := s.table.Get(ctx, f.Path)

@@ -148,6 +148,13 @@ func (q *Query) Run(ctx context.Context) (err error) {
 			o.stopped(err)
 		}
 	}()
+	for _, o := range cfg.observers {
+		if f, ok := o.(startFailer); ok {
+			if err := f.startErr(); err != nil {
+				return err
+			}
+		}
+	}
 	r.log = cfg.logger.With("query", cfg.name, "queryId", cp.meta.ID, "runId", r.runID)
 	r.log.Info("starting", "checkpoint", storage.Redact(cfg.checkpoint.URL()), "trigger", cfg.trigger.String(), "plan", q.stream.describe())
 	r.ex, err = bindStream(q.stream, cfg)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -65,14 +66,22 @@ func (t Trigger) String() string {
 	}
 }
 
-// ParseTrigger parses a trigger flag: "once", "available-now", or a
-// duration ("1s", "500ms") for Every.
+// ParseTrigger parses a trigger flag: "once", "available-now", a duration
+// ("1s", "500ms") for Every, or "schedule:SPEC" for Scheduled with a cron
+// expression or "@every 15m" (see ParseSchedule).
 func ParseTrigger(s string) (Trigger, error) {
 	switch s {
 	case "once":
 		return Once(), nil
 	case "available-now", "availableNow", "available_now":
 		return AvailableNow(), nil
+	}
+	if spec, ok := strings.CutPrefix(s, "schedule:"); ok {
+		sched, err := ParseSchedule(spec)
+		if err != nil {
+			return Trigger{}, fmt.Errorf("%w: trigger %q: %w", ErrInvalidQuery, s, err)
+		}
+		return Scheduled(sched), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {

@@ -37,8 +37,11 @@ type stateOperatorReport struct {
 }
 
 func checkpointCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "fork" {
+		return checkpointFork(ctx, args[1:], stdout)
+	}
 	if len(args) == 0 || args[0] != "inspect" {
-		return fmt.Errorf("%w: checkpoint inspect [--json] DIR", errUsage)
+		return fmt.Errorf("%w: checkpoint inspect [--json] DIR | checkpoint fork SRC DST --from-batch N", errUsage)
 	}
 	fs := flag.NewFlagSet("checkpoint inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")

@@ -31,7 +31,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"demo":       {"run a rate-source query with a processing-time trigger and print its progress", demoCommand},
-		"checkpoint": {"inspect a checkpoint: checkpoint inspect [--json] DIR", checkpointCommand},
+		"checkpoint": {"inspect or fork a checkpoint: checkpoint inspect [--json] DIR | checkpoint fork SRC DST --from-batch N", checkpointCommand},
 		"state":      {"print a stateful operator's rows: state dump DIR --operator ID [--version N]", stateCommand},
 		"progress":   {"print a query's progress log as a table: progress [--json] [-n N] DIR", progressCommand},
 		"lake":       {"look at a file-sink table: lake files|query|vacuum DIR", lakeCommand},

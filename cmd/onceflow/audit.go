@@ -167,6 +167,9 @@ func redactPG(u *url.URL) string {
 	return u.Scheme + "://" + u.Host + u.Path
 }
 
+// maxAuditRows caps the differing keys the text report lists.
+const maxAuditRows = 20
+
 func printAudit(w io.Writer, r *audit.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "input\t%s\n", r.Input)
@@ -192,8 +195,12 @@ func printAudit(w io.Writer, r *audit.Report) {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tWANT\tGOT\tKIND\tSUSPECT\tBATCH")
+		shown := 0
 		rows := func(kind string, ds []audit.KeyDiff) {
 			for _, d := range ds {
+				if shown++; shown > maxAuditRows {
+					continue
+				}
 				b := "-"
 				if d.Batch >= 0 {
 					b = fmt.Sprint(d.Batch)
@@ -212,6 +219,9 @@ func printAudit(w io.Writer, r *audit.Report) {
 		rows("extra", r.Extra)
 		rows("differing", r.Differing)
 		tw.Flush()
+		if shown > maxAuditRows {
+			fmt.Fprintf(w, "… and %d more keys (--json lists all)\n", shown-maxAuditRows)
+		}
 		fmt.Fprintln(w)
 		for _, s := range r.Suspects {
 			fmt.Fprintf(w, "suspect: %s (%d keys): %s\n", s.Link, s.Keys, s.Detail)

@@ -25,14 +25,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -71,8 +68,7 @@ func run() error {
 	verbose := flag.Bool("v", false, "log the driver's steps")
 	flag.Parse()
 
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
+	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -136,7 +132,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return runUntilSignal(ctx, stop, q)
+	return engine.RunUntilSignal(ctx, q)
 }
 
 // Stream is the settlement query: per merchant, this batch's sum and count
@@ -155,34 +151,6 @@ func Stream(src engine.Source) *engine.Stream {
 			batch.Sum("amount_cents").Named("total_cents"),
 		).
 		WithBatchIDColumn("batch_id")
-}
-
-// runUntilSignal runs q until its trigger ends; the first SIGTERM or
-// SIGINT lets the batch in flight commit, a second one aborts.
-func runUntilSignal(ctx context.Context, cancel context.CancelFunc, q *engine.Query) error {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-sigs:
-			q.Stop()
-		case <-done:
-			return
-		}
-		select {
-		case <-sigs:
-			cancel()
-		case <-done:
-		}
-	}()
-	err := q.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
 }
 
 func splitList(s string) []string {

@@ -26,6 +26,10 @@
 // batch, uncommitted, with an error naming the file and line, and the
 // process exits 1; with -dead-letter DIR bad lines go to
 // DIR/deadletter-<k>.jsonl with their reason and every good line is written.
+//
+// The lake recognises a batch by its id, so it refuses to start when the
+// checkpoint is not the one that wrote the lake (lost, replaced): a new
+// checkpoint would number batches from 0 again and the lake would skip them.
 package main
 
 import (
@@ -94,6 +98,14 @@ func run() error {
 		return fmt.Errorf("open lake: %w", err)
 	}
 	defer table.Close()
+
+	version, err := filesink.Version(ctx, table)
+	if err != nil {
+		return err
+	}
+	if err := payments.CheckSinkMatches(ctx, cp, version, "lake "+storage.Redact(table.URL())); err != nil {
+		return err
+	}
 
 	srcOpts := []files.Option{files.WithMaxFilesPerTrigger(*maxFiles)}
 	if *deadLetter != "" {

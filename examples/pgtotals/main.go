@@ -23,6 +23,11 @@
 // one aborts it (it is re-run on restart). Bad input fails the batch,
 // uncommitted, with an error naming the file and line (exit 1); with
 // -dead-letter DIR bad lines go there and every good line is counted.
+//
+// The progress row recognises a batch by its id, so pgtotals refuses to
+// start when the checkpoint is not the one that moved the job's row (lost,
+// replaced): a new checkpoint would number batches from 0 again and the
+// guard would skip them as already applied.
 package main
 
 import (
@@ -122,7 +127,7 @@ func run() error {
 	q, err := engine.NewQuery(Stream(src),
 		engine.WithName("pgtotals"),
 		engine.WithCheckpoint(cp),
-		engine.WithSink(sink),
+		engine.WithSink(matchedSink{Sink: sink, cp: cp, job: *job}),
 		engine.WithTrigger(trigger),
 		engine.WithOutputMode(engine.Update),
 		engine.WithMinBatchesToRetain(*retain),
@@ -135,6 +140,27 @@ func run() error {
 		return err
 	}
 	return payments.RunUntilSignal(ctx, q)
+}
+
+// matchedSink is the offsets-in-sink sink that, once started, checks that
+// the job's progress row and the checkpoint belong together.
+type matchedSink struct {
+	*postgres.Sink
+	cp  storage.Store
+	job string
+}
+
+// Start prepares the progress row, then refuses a checkpoint that did not
+// write it (see payments.CheckSinkMatches).
+func (s matchedSink) Start(ctx context.Context, queryID string) error {
+	if err := s.Sink.Start(ctx, queryID); err != nil {
+		return err
+	}
+	applied, err := s.Guard().Applied(ctx)
+	if err != nil {
+		return err
+	}
+	return payments.CheckSinkMatches(ctx, s.cp, applied, fmt.Sprintf("job %q of onceflow_progress", s.job))
 }
 
 // Stream is the totals query: per merchant, this batch's sum and count,

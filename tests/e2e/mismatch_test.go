@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onceflow/onceflow/internal/testenv"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// TestLostCheckpoint checks that each example refuses to run a new
+// checkpoint against a sink an earlier checkpoint wrote: the new one would
+// number batches from 0 again and the sink, which recognises batches by
+// id, would skip them as already applied, losing payments silently. The
+// sink is left as it was.
+func TestLostCheckpoint(t *testing.T) {
+	const want = "do not belong together"
+	t.Run("lake", func(t *testing.T) {
+		dir := t.TempDir()
+		in, lake, cp := filepath.Join(dir, "in"), filepath.Join(dir, "lake"), filepath.Join(dir, "cp")
+		l := newLander(t, in, 61)
+		l.land(2, 10)
+		p := proc{bin: buildProg(t, lakePkg), args: lakeArgs(in, lake, cp)}
+		p.mustRun(t, "", 0)
+		if err := os.RemoveAll(cp); err != nil {
+			t.Fatal(err)
+		}
+		more := l.land(2, 10)
+		o := p.run(t, "", 0)
+		if o.killed || o.code == 0 || !strings.Contains(o.stderr, want) {
+			t.Fatalf("with a new checkpoint: killed %v, exit %d; want a refusal saying %q:\n%s", o.killed, o.code, want, o.stderr)
+		}
+		for _, m := range more {
+			delete(l.all, m.PaymentID)
+		}
+		store, err := storage.OpenLocal(lake, storage.LocalOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		checkLake(t, store, l.all)
+	})
+	t.Run("pgtotals", func(t *testing.T) {
+		dsn := testenv.PGURL(t)
+		dir := t.TempDir()
+		in, cp := filepath.Join(dir, "in"), filepath.Join(dir, "cp")
+		l := newLander(t, in, 67)
+		l.land(2, 10)
+		p := proc{bin: buildProg(t, pgtotalsPkg), args: []string{"-input", in, "-checkpoint", cp, "-dsn", dsn, "-job", "lost", "-create-table", "-trigger", "available-now"}}
+		p.mustRun(t, "", 0)
+		if err := os.RemoveAll(cp); err != nil {
+			t.Fatal(err)
+		}
+		l.land(2, 10)
+		o := p.run(t, "", 0)
+		if o.killed || o.code == 0 || !strings.Contains(o.stderr, want) {
+			t.Fatalf("with a new checkpoint: killed %v, exit %d; want a refusal saying %q:\n%s", o.killed, o.code, want, o.stderr)
+		}
+	})
+}

@@ -12,7 +12,13 @@ import (
 // and checks its answer against DuckDB (and the Go map for the
 // aggregation), as the benchmark does at full scale.
 func TestAgreement(t *testing.T) {
-	c, err := parseFlags([]string{"-events", "60000", "-rows", "60000", "-merchants", "997",
+	for _, preload := range []string{"true", "false"} {
+		t.Run("preload="+preload, func(t *testing.T) { testAgreement(t, preload) })
+	}
+}
+
+func testAgreement(t *testing.T, preload string) {
+	c, err := parseFlags([]string{"-events", "60000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
 		"-batch-events", "15000", "-batch-rows", "15000", "-duckdb-threads", "1", "-isolate=false", "-dir", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -424,7 +424,8 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 		if w.input == payments {
 			per = c.batchRows
 		}
-		ms := newMemSource(recs, int((per+inputChunk-1)/inputChunk))
+		chunk := inputChunkFor(c, w.input)
+		ms := newMemSource(recs, int((per+chunk-1)/chunk))
 		defer ms.release()
 		res.PreloadedMB = float64(recordBytes(recs)) / (1 << 20)
 		src = ms

@@ -800,3 +800,32 @@ func TestGroupByManyGroups(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupByMergeSchemaAndMemory(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := gbRecord([]string{"merchant", "amount"}, gbStrings(mem, "a", "b"), gbInt64s(mem, 1, 2))
+	defer rec.Release()
+	g, err := NewGroupBy(mem, rec.Schema(), []string{"merchant"}, []Agg{Sum("amount")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	before := g.MemoryBytes()
+	if err := g.Merge(rec); err != nil {
+		t.Fatal(err)
+	}
+	if g.MemoryBytes() <= before {
+		t.Errorf("MemoryBytes %d after a merge, %d before", g.MemoryBytes(), before)
+	}
+	other := gbRecord([]string{"merchant", "amount"}, gbStrings(mem, "a"), gbStrings(mem, "x"))
+	defer other.Release()
+	if err := g.Merge(other); !errors.Is(err, ErrAggSchema) || !strings.Contains(err.Error(), `"amount"`) {
+		t.Errorf("merge of a record of another schema: %v", err)
+	}
+	bad := gbRecord([]string{"merchant", "sum(amount)"}, gbStrings(mem, "a"), gbStrings(mem, "x"))
+	defer bad.Release()
+	if err := g.Load(bad); !errors.Is(err, ErrAggSchema) {
+		t.Errorf("load of a bad state record: %v", err)
+	}
+}

@@ -49,8 +49,7 @@ type pointStats struct{ tried, killed int }
 // the program sometimes kept down, and then reconciles every sink.
 func TestChaos(t *testing.T) {
 	start := time.Now()
-	onceflow := buildOnceflow(t)
-	prog := build(t, "github.com/onceflow/onceflow/tests/chaos/chaosprog", "")
+	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
 	h := newHarness(t, onceflow, prog, broker, *chaosSeed, sinkKafka, sinkLake, sinkPG, sinkLines)
 	h.extra = []string{"-max-offsets-per-trigger", "60"}

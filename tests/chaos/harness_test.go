@@ -28,11 +28,50 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// build compiles pkg once per test binary run, with -race when the test
-// runs with it. overlay, if set, is a go build -overlay file.
-func build(t *testing.T, pkg, overlay string) string {
+// bins are the programs the tests run, built once by TestMain.
+var bins struct {
+	once     sync.Once
+	err      error
+	dir      string
+	onceflow string
+	prog     string
+	note     string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bins.dir != "" {
+		_ = os.RemoveAll(bins.dir)
+	}
+	os.Exit(code)
+}
+
+// programs returns the onceflow command and chaosprog, built on first use
+// (with -race when the tests run with it).
+func programs(t *testing.T) (onceflow, prog string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	bins.once.Do(func() {
+		bins.dir, bins.err = os.MkdirTemp("", "onceflow-chaos-")
+		if bins.err != nil {
+			return
+		}
+		if bins.onceflow, bins.err = buildOnceflow(bins.dir); bins.err != nil {
+			return
+		}
+		bins.prog, bins.err = build(bins.dir, "github.com/onceflow/onceflow/tests/chaos/chaosprog", "")
+	})
+	if bins.err != nil {
+		t.Fatal(bins.err)
+	}
+	if bins.note != "" {
+		t.Log(bins.note)
+	}
+	return bins.onceflow, bins.prog
+}
+
+// build compiles pkg into dir. overlay, if set, is a go build -overlay file.
+func build(dir, pkg, overlay string) (string, error) {
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -43,44 +82,42 @@ func build(t *testing.T, pkg, overlay string) string {
 	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("build %s: %v", pkg, err)
+		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
-	return bin
+	return bin, nil
 }
 
 // buildOnceflow builds the onceflow command. Until cmd/onceflow/main.go
 // lists the audit command, the build overlays a main.go that does.
-func buildOnceflow(t *testing.T) string {
-	t.Helper()
+func buildOnceflow(dir string) (string, error) {
 	main, err := filepath.Abs("../../cmd/onceflow/main.go")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	src, err := os.ReadFile(main)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	if bytes.Contains(src, []byte(`"audit":`)) {
-		return build(t, "github.com/onceflow/onceflow/cmd/onceflow", "")
+		return build(dir, "github.com/onceflow/onceflow/cmd/onceflow", "")
 	}
 	anchor := []byte("\t\t\"kafka\":")
 	i := bytes.Index(src, anchor)
 	if i < 0 {
-		t.Fatal("cmd/onceflow/main.go: cannot find where to list the audit command")
+		return "", errors.New("cmd/onceflow/main.go: cannot find where to list the audit command")
 	}
 	patched := append(append(append([]byte(nil), src[:i]...), []byte("\t\t\"audit\": {auditSummary, auditCommand},\n")...), src[i:]...)
-	dir := t.TempDir()
 	pf := filepath.Join(dir, "main.go")
 	if err := os.WriteFile(pf, patched, 0o644); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	ov, _ := json.Marshal(map[string]any{"Replace": map[string]string{main: pf}})
 	of := filepath.Join(dir, "overlay.json")
 	if err := os.WriteFile(of, ov, 0o644); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	t.Log("cmd/onceflow/main.go does not list audit yet: building onceflow with an overlay that does")
-	return build(t, "github.com/onceflow/onceflow/cmd/onceflow", of)
+	bins.note = "cmd/onceflow/main.go does not list audit yet: onceflow was built with an overlay that does"
+	return build(dir, "github.com/onceflow/onceflow/cmd/onceflow", of)
 }
 
 // startBroker runs `onceflow kafka` as its own process.

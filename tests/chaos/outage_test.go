@@ -21,8 +21,7 @@ import (
 // nothing is doubled.
 func TestOutage(t *testing.T) {
 	const timeout = 2 * time.Second
-	onceflow := buildOnceflow(t)
-	prog := build(t, "github.com/onceflow/onceflow/tests/chaos/chaosprog", "")
+	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
 	h := newHarness(t, onceflow, prog, broker, 11, sinkKafka, sinkLines)
 	h.extra = []string{"-max-offsets-per-trigger", "100", "-txn-timeout", timeout.String()}
@@ -84,8 +83,7 @@ func TestOutage(t *testing.T) {
 // re-run append that batch twice. The audit (API and command) must fail
 // and name the batch; the same run with the guard in place must pass.
 func TestBrokenGuard(t *testing.T) {
-	onceflow := buildOnceflow(t)
-	prog := build(t, "github.com/onceflow/onceflow/tests/chaos/chaosprog", "")
+	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
 	for _, broken := range []bool{true, false} {
 		name := map[bool]string{true: "broken", false: "guarded"}[broken]

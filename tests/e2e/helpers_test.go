@@ -24,17 +24,17 @@ var long = flag.Bool("e2e.long", false, "more kills per fault point and more ran
 // killsPerPoint is how many times each fault point kills the process.
 func killsPerPoint() int {
 	if *long {
-		return 3
+		return 6
 	}
-	return 1
+	return 2
 }
 
 // randomKills is how many SIGKILLs land at random moments.
 func randomKills() int {
 	if *long {
-		return 30
+		return 40
 	}
-	return 5
+	return 8
 }
 
 var builds struct {
@@ -223,15 +223,18 @@ type crashPlan struct {
 	started time.Time
 }
 
-// atPoint kills the program at hit hit of point, want times, landing files
-// before each run; it gives up on the point after a few runs that never
-// reach it.
-func (c *crashPlan) atPoint(t *testing.T, point string, hit, want int) {
+// atPoint kills the program want times at point, landing files before
+// each run. hits are the hit numbers to arm, in turn (a per-batch point at
+// its 1st hit dies in the first batch of a run, often the recovery of the
+// batch the previous kill interrupted; at its 2nd or 3rd, after batches
+// committed in the same run). It gives up on the point after a few runs
+// that never reach it.
+func (c *crashPlan) atPoint(t *testing.T, point string, want int, hits ...int) {
 	t.Helper()
 	misses := 0
-	for c.kills[point] < want && misses < 3 {
+	for k := 0; c.kills[point] < want && misses < 3; k++ {
 		c.l.land(c.files, c.per)
-		o := c.p.mustRun(t, fmt.Sprintf("%s@%d", point, hit), 0)
+		o := c.p.mustRun(t, fmt.Sprintf("%s@%d", point, hits[k%len(hits)]), 0)
 		c.runs++
 		if !o.killed {
 			misses++

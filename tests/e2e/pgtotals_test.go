@@ -34,7 +34,7 @@ func TestPGTotalsCrash(t *testing.T) {
 	c := &crashPlan{p: p, l: newLander(t, in, 29), files: 3, per: 40, kills: map[string]int{}, started: time.Now()}
 	points := append(append([]string(nil), engine.FaultPoints...), pgPoints...)
 	for _, point := range points {
-		c.atPoint(t, point, 2, killsPerPoint())
+		c.atPoint(t, point, killsPerPoint(), 2, 1, 3)
 	}
 	c.atRandom(t, randomKills(), rand.New(rand.NewPCG(5, 6)), 1500*time.Millisecond)
 	c.finish(t)

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/onceflow/onceflow/audit"
+	"github.com/onceflow/onceflow/foreachbatch/postgres"
 	"github.com/onceflow/onceflow/source/files"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -24,7 +23,7 @@ const auditUsage = "audit --checkpoint DIR --input kafka://HOST:PORT/TOPIC|files
 // auditSummary is audit's summary in commands() (main.go), whose line is
 //
 //	"audit": {auditSummary, auditCommand},
-const auditSummary = "reconcile a committed output with its input, exit 1 on a difference: " + auditUsage
+const auditSummary = "reconcile a committed output with its input (exit 1 on a difference): audit --checkpoint DIR --input … --output … --key K --value V"
 
 // Keeps the command referenced until main.go lists it.
 var _ = command{auditSummary, auditCommand}
@@ -152,7 +151,7 @@ func auditOutput(ctx context.Context, loc string) (audit.Output, func(), error) 
 		}
 		q.Del("table")
 		u.RawQuery = q.Encode()
-		pool, err := pgxpool.New(ctx, u.String())
+		pool, err := postgres.Connect(ctx, u.String()) // its errors carry no password
 		if err != nil {
 			return nil, noop, fmt.Errorf("connect to %s: %w", redactPG(u), err)
 		}

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -62,10 +63,16 @@ func openLocal(t *testing.T, dir string) storage.Store {
 
 func runQuery(t *testing.T, stream *engine.Stream, cp storage.Store, sinks ...engine.Sink) {
 	t.Helper()
+	runQueryOpts(t, stream, cp, nil, sinks...)
+}
+
+func runQueryOpts(t *testing.T, stream *engine.Stream, cp storage.Store, extra []engine.Option, sinks ...engine.Sink) {
+	t.Helper()
 	opts := []engine.Option{engine.WithCheckpoint(cp), engine.WithTrigger(engine.AvailableNow()), engine.WithOutputMode(engine.Update), engine.WithStatePartitions(2)}
 	for _, s := range sinks {
 		opts = append(opts, engine.WithSink(s))
 	}
+	opts = append(opts, extra...)
 	q, err := engine.NewQuery(stream, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -404,5 +411,54 @@ func TestPostgres(t *testing.T) {
 			}
 			wantSuspect(t, rep, tc.link, -1)
 		})
+	}
+}
+
+// TestPurged: once offsets/0 is purged the recomputation starts at the
+// source's initial offset, and the report says so.
+func TestPurged(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"payments": 2, "settlements": 2})
+	testenv.KafkaProduce(t, c, paymentRecords(rand.New(rand.NewPCG(6, 7)), 0, 200)...)
+	cp := openLocal(t, t.TempDir())
+	sink, err := kafkasink.New(kafkasink.Brokers(c.Addrs()...), kafkasink.Topic("settlements"), kafkasink.Name("purged"),
+		kafkasink.KeyColumn("merchant_id"), kafkasink.ValueJSON("merchant_id", "batch_id", "amount_cents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	runQueryOpts(t, settlements(kafkaSource(t, c)), cp, []engine.Option{engine.WithMinBatchesToRetain(1)}, sink)
+	if ok, err := offsetsHas(cp, 0); err != nil || ok {
+		t.Fatalf("offsets/0 still there (%v): the test needs it purged", err)
+	}
+	rep, err := audit.Run(context.Background(), audit.Config{Checkpoint: cp, Input: audit.KafkaInput(c.Addrs(), "payments"),
+		Output: audit.KafkaOutput(c.Addrs(), "settlements"), Key: "merchant_id", Value: "amount_cents", BatchColumn: "batch_id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.StartFrom != "initial offset (offsets/0 purged)" || rep.InputRows != 200 {
+		t.Fatalf("purged start: %+v", rep)
+	}
+}
+
+func offsetsHas(cp storage.Store, id int64) (bool, error) {
+	_, err := cp.Get(context.Background(), fmt.Sprintf("offsets/%020d", id))
+	if storage.IsNotExist(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// TestErrors: a checkpoint without a commit and a missing column are
+// errors, not differences.
+func TestErrors(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"payments": 1})
+	cp := openLocal(t, t.TempDir())
+	_, err := audit.Run(context.Background(), audit.Config{Checkpoint: cp, Input: audit.KafkaInput(c.Addrs(), "payments"),
+		Output: audit.KafkaOutput(c.Addrs(), "payments"), Key: "merchant_id", Value: "amount_cents"})
+	if !errors.Is(err, audit.ErrNoCommit) {
+		t.Fatalf("empty checkpoint: %v, want ErrNoCommit", err)
+	}
+	if _, err := audit.Run(context.Background(), audit.Config{}); !errors.Is(err, audit.ErrConfig) {
+		t.Fatalf("empty config: %v, want ErrConfig", err)
 	}
 }

@@ -150,6 +150,11 @@ type matchedSink struct {
 	job string
 }
 
+// Description names the sink in progress and errors.
+func (s matchedSink) Description() string {
+	return fmt.Sprintf("postgres[%s, job %q]", Table, s.job)
+}
+
 // Start prepares the progress row, then refuses a checkpoint that did not
 // write it (see payments.CheckSinkMatches).
 func (s matchedSink) Start(ctx context.Context, queryID string) error {

@@ -38,6 +38,35 @@ func TestSIGTERM(t *testing.T) {
 		defer store.Close()
 		checkLake(t, store, l.all)
 	})
+	t.Run("lake-twice", func(t *testing.T) {
+		// A second signal abandons the batch in flight: the process exits
+		// at once (0 if that batch had already committed, 1 otherwise) and
+		// a restart finishes the input exactly once.
+		dir := t.TempDir()
+		in, lake, cp := filepath.Join(dir, "in"), filepath.Join(dir, "lake"), filepath.Join(dir, "cp")
+		l := newLander(t, in, 71)
+		l.land(30, 20)
+		p := proc{bin: buildProg(t, lakePkg), args: []string{"-input", in, "-lake", lake, "-checkpoint", cp, "-trigger", "available-now", "-max-files-per-trigger", "1"}}
+		cmd, done, stderr := startProc(t, p)
+		waitCommits(t, cmd, done, stderr, cp, 1)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			t.Logf("after two SIGTERMs: %v, committed through %d", err, lastCommit(t, cp))
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("still running 30 s after two SIGTERMs:\n%s", stderr.String())
+		}
+		p.mustRun(t, "", 0)
+		store, err := storage.OpenLocal(lake, storage.LocalOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		checkLake(t, store, l.all)
+	})
 	t.Run("pgtotals", func(t *testing.T) {
 		dsn := testenv.PGURL(t)
 		dir := t.TempDir()
@@ -57,24 +86,8 @@ func TestSIGTERM(t *testing.T) {
 // returns the last committed batch.
 func stopWithSIGTERM(t *testing.T, p proc, cp string) int64 {
 	t.Helper()
-	cmd := exec.Command(p.bin, p.args...)
-	var eb bytes.Buffer
-	cmd.Stderr = &eb
-	cmd.Env = append(os.Environ(), p.env...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for lastCommit(t, cp) < 1 {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("no two batches committed in 60 s:\n%s", eb.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	cmd, done, eb := startProc(t, p)
+	waitCommits(t, cmd, done, eb, cp, 1)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +107,40 @@ func stopWithSIGTERM(t *testing.T, p proc, cp string) int64 {
 	}
 	t.Logf("stopped by SIGTERM after batch %d", last)
 	return last
+}
+
+// startProc starts p without a fault spec; done receives Wait's result.
+func startProc(t *testing.T, p proc) (*exec.Cmd, chan error, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(p.bin, p.args...)
+	eb := &bytes.Buffer{}
+	cmd.Stderr = eb
+	cmd.Env = append(os.Environ(), p.env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, done, eb
+}
+
+// waitCommits waits until batch n of the checkpoint cp has committed.
+func waitCommits(t *testing.T, cmd *exec.Cmd, done chan error, stderr *bytes.Buffer, cp string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for lastCommit(t, cp) < n {
+		select {
+		case err := <-done:
+			t.Fatalf("exited (%v) before batch %d committed:\n%s", err, n, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("batch %d not committed in 60 s:\n%s", n, stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // lastIn returns the largest numeric name in dir, or -1.

@@ -829,3 +829,33 @@ func TestGroupByMergeSchemaAndMemory(t *testing.T) {
 		t.Errorf("load of a bad state record: %v", err)
 	}
 }
+
+func TestGroupByPerBatchDistinctAndStrings(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	aggs := []Agg{
+		CountDistinct("item").ThisBatch().Named("items_now"), CountDistinct("item"),
+		Min("item").ThisBatch().Named("min_now"), Last("item"), First("item"),
+	}
+	b1 := gbRecord([]string{"k", "item"}, gbInt64s(mem, 1, 1, 2, 1), gbStrings(mem, "x", "y", "x", "x"))
+	defer b1.Release()
+	b2 := gbRecord([]string{"k", "item"}, gbInt64s(mem, 1, 2, 2), gbStrings(mem, "z", "a", "x"))
+	defer b2.Release()
+	g, err := NewGroupBy(mem, b1.Schema(), []string{"k"}, aggs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	if err := g.Merge(b1); err != nil {
+		t.Fatal(err)
+	}
+	gbExpect(t, "batch 1", g.Output(false), "1 2 2 x x x", "2 1 1 x x x")
+	gbExpect(t, "batch 1 state", g.Changes(), "1 [x y] x x", "2 [x] x x")
+	g.ClearChanges()
+	if err := g.Merge(b2); err != nil {
+		t.Fatal(err)
+	}
+	gbExpect(t, "batch 2", g.Output(false), "1 1 3 z z x", "2 2 2 a x x")
+	g.ClearChanges()
+	gbExpect(t, "batch 3", g.Output(false), "1 0 3 <nil> z x", "2 0 2 <nil> x x")
+}

@@ -111,12 +111,18 @@ const (
 // until the input is exhausted (or the sink fails) and returns Run's error.
 func runLedger(t *testing.T, dir string, n int64, sink engine.Sink, opts ...engine.Option) error {
 	t.Helper()
+	return runLedgerSrc(t, dir, ledger{n: n}, sink, opts...)
+}
+
+// runLedgerSrc is runLedger over src, a ledger that may misbehave.
+func runLedgerSrc(t *testing.T, dir string, src engine.Source, sink engine.Sink, opts ...engine.Option) error {
+	t.Helper()
 	st, err := storage.OpenLocal(dir, storage.LocalOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	stream := engine.ReadStream(ledger{n: n}).
+	stream := engine.ReadStream(src).
 		GroupBy("key").ID(ledgerOperator).
 		Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("rows"))
 	q, err := engine.NewQuery(stream, append([]engine.Option{

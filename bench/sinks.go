@@ -213,58 +213,100 @@ func (g groupTotals) diff(ref answer) string {
 	return ""
 }
 
+// keptBatches holds the output records of each batch id, retained, so a
+// sink does no per-row work while the engine is timed; the answer is
+// computed from them afterwards. A repeated batch id at or below the last
+// one seen is skipped (update-mode rows carry a group's full value, so a
+// repeat is harmless either way).
+type keptBatches struct {
+	mu   sync.Mutex
+	last int64
+	recs [][]arrow.RecordBatch // in batch order
+}
+
+func (k *keptBatches) add(batchID int64, records []arrow.RecordBatch) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if batchID <= k.last {
+		return
+	}
+	for _, r := range records {
+		r.Retain()
+	}
+	k.recs = append(k.recs, slices.Clone(records))
+	k.last = batchID
+}
+
+// each calls fn for every kept record in batch order and releases them.
+func (k *keptBatches) each(fn func(arrow.RecordBatch) error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var err error
+	for _, recs := range k.recs {
+		for _, r := range recs {
+			if err == nil {
+				err = fn(r)
+			}
+			r.Release()
+		}
+	}
+	k.recs = nil
+	return err
+}
+
 // totalsSink keeps the newest (sum, count) of each group of an update-mode
-// aggregation. Update rows carry a group's full value, and a batch id at or
-// below the last one seen is a repeat and is skipped.
+// aggregation.
 type totalsSink struct {
 	key, sum, count string
-	mu              sync.Mutex
-	last            int64
-	groups          groupTotals
+	kept            keptBatches
 }
 
 func newTotalsSink(key, sum, count string) *totalsSink {
-	return &totalsSink{key: key, sum: sum, count: count, last: -1, groups: groupTotals{}}
+	return &totalsSink{key: key, sum: sum, count: count, kept: keptBatches{last: -1}}
 }
 
 func (s *totalsSink) Description() string { return "bench-totals" }
 
 func (s *totalsSink) AddBatch(_ context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if batchID <= s.last {
-		return nil
-	}
-	ki, si, ci := schema.FieldIndices(s.key), schema.FieldIndices(s.sum), schema.FieldIndices(s.count)
-	if len(ki) != 1 || len(si) != 1 || len(ci) != 1 {
+	if len(schema.FieldIndices(s.key)) != 1 || len(schema.FieldIndices(s.sum)) != 1 || len(schema.FieldIndices(s.count)) != 1 {
 		return fmt.Errorf("batch %d: want columns %s, %s, %s in %s", batchID, s.key, s.sum, s.count, schema)
 	}
-	for _, rec := range records {
-		keys, ok1 := rec.Column(ki[0]).(*array.String)
-		sums, ok2 := rec.Column(si[0]).(*array.Int64)
-		counts, ok3 := rec.Column(ci[0]).(*array.Int64)
-		if !ok1 || !ok2 || !ok3 {
-			return fmt.Errorf("batch %d: columns are %s, %s, %s", batchID, rec.Column(ki[0]).DataType(), rec.Column(si[0]).DataType(), rec.Column(ci[0]).DataType())
-		}
-		for i := 0; i < keys.Len(); i++ {
-			t := totals{sum: sums.Value(i), count: counts.Value(i)}
-			k := keys.Value(i)
-			if _, ok := s.groups[k]; ok {
-				s.groups[k] = t // no allocation: the key exists
-			} else {
-				s.groups[string([]byte(k))] = t // copy: k points into the record
-			}
-		}
-	}
-	s.last = batchID
+	s.kept.add(batchID, records)
 	return nil
 }
 
 func (s *totalsSink) answer() answer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.groups
+	groups := groupTotals{}
+	err := s.kept.each(func(rec arrow.RecordBatch) error {
+		sc := rec.Schema()
+		keys, ok1 := rec.Column(sc.FieldIndices(s.key)[0]).(*array.String)
+		sums, ok2 := rec.Column(sc.FieldIndices(s.sum)[0]).(*array.Int64)
+		counts, ok3 := rec.Column(sc.FieldIndices(s.count)[0]).(*array.Int64)
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("unexpected column types in %s", sc)
+		}
+		for i := 0; i < keys.Len(); i++ {
+			t, k := totals{sum: sums.Value(i), count: counts.Value(i)}, keys.Value(i)
+			if _, ok := groups[k]; ok {
+				groups[k] = t
+			} else {
+				groups[string([]byte(k))] = t // copy: k aliases the record
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return badAnswer(err.Error())
+	}
+	return groups
 }
+
+// badAnswer is an answer that could not be computed; it agrees with
+// nothing.
+type badAnswer string
+
+func (b badAnswer) summary() string    { return "error: " + string(b) }
+func (b badAnswer) diff(answer) string { return "no answer: " + string(b) }
 
 // ---- windowed answers (q5, q7) ----
 
@@ -343,44 +385,38 @@ func topPerWindow(v windowValues) hotItems {
 type windowSink struct {
 	key, value string
 	reduce     func(windowValues) answer
-	mu         sync.Mutex
-	last       int64
-	vals       windowValues
+	kept       keptBatches
 }
 
 func newWindowSink(key, value string, reduce func(windowValues) answer) *windowSink {
-	return &windowSink{key: key, value: value, reduce: reduce, last: -1, vals: windowValues{}}
+	return &windowSink{key: key, value: value, reduce: reduce, kept: keptBatches{last: -1}}
 }
 
 func (s *windowSink) Description() string { return "bench-windows" }
 
 func (s *windowSink) AddBatch(_ context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if batchID <= s.last {
-		return nil
+	if len(schema.FieldIndices("window_start")) != 1 || len(schema.FieldIndices(s.value)) != 1 ||
+		(s.key != "" && len(schema.FieldIndices(s.key)) != 1) {
+		return fmt.Errorf("batch %d: want window_start, %s and %q in %s", batchID, s.value, s.key, schema)
 	}
-	wi, vi := schema.FieldIndices("window_start"), schema.FieldIndices(s.value)
-	if len(wi) != 1 || len(vi) != 1 {
-		return fmt.Errorf("batch %d: want window_start and %s in %s", batchID, s.value, schema)
-	}
-	ki := []int{-1}
-	if s.key != "" {
-		if ki = schema.FieldIndices(s.key); len(ki) != 1 {
-			return fmt.Errorf("batch %d: want %s in %s", batchID, s.key, schema)
-		}
-	}
-	for _, rec := range records {
-		ws, ok := rec.Column(wi[0]).(*array.Timestamp)
-		vals, ok2 := rec.Column(vi[0]).(*array.Int64)
+	s.kept.add(batchID, records)
+	return nil
+}
+
+func (s *windowSink) answer() answer {
+	vals := windowValues{}
+	err := s.kept.each(func(rec arrow.RecordBatch) error {
+		sc := rec.Schema()
+		ws, ok := rec.Column(sc.FieldIndices("window_start")[0]).(*array.Timestamp)
+		v, ok2 := rec.Column(sc.FieldIndices(s.value)[0]).(*array.Int64)
 		if !ok || !ok2 {
-			return fmt.Errorf("batch %d: window_start %s, %s %s", batchID, rec.Column(wi[0]).DataType(), s.value, rec.Column(vi[0]).DataType())
+			return fmt.Errorf("unexpected column types in %s", sc)
 		}
 		mult := int64(ws.DataType().(*arrow.TimestampType).Unit.Multiplier())
 		var keys *array.Int64
-		if ki[0] >= 0 {
-			if keys, ok = rec.Column(ki[0]).(*array.Int64); !ok {
-				return fmt.Errorf("batch %d: %s is %s", batchID, s.key, rec.Column(ki[0]).DataType())
+		if s.key != "" {
+			if keys, ok = rec.Column(sc.FieldIndices(s.key)[0]).(*array.Int64); !ok {
+				return fmt.Errorf("%s is not int64 in %s", s.key, sc)
 			}
 		}
 		for i := 0; i < ws.Len(); i++ {
@@ -388,17 +424,14 @@ func (s *windowSink) AddBatch(_ context.Context, batchID int64, schema *arrow.Sc
 			if keys != nil {
 				k.key = keys.Value(i)
 			}
-			s.vals[k] = vals.Value(i)
+			vals[k] = v.Value(i)
 		}
+		return nil
+	})
+	if err != nil {
+		return badAnswer(err.Error())
 	}
-	s.last = batchID
-	return nil
-}
-
-func (s *windowSink) answer() answer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reduce(s.vals)
+	return s.reduce(vals)
 }
 
 func maxPerWindow(v windowValues) answer {

@@ -149,7 +149,7 @@ type payment struct {
 }
 
 // lander writes landing files of random payments into a directory and
-// remembers every payment it landed.
+// remembers every payment it landed. One goroutine at a time may use it.
 type lander struct {
 	t    *testing.T
 	dir  string
@@ -184,10 +184,7 @@ func (l *lander) land(files, per int) []payment {
 				TS: epoch.Add(time.Duration(l.rng.Int64N(int64(50 * time.Hour)))).Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z"),
 			}
 			l.next++
-			line, err := json.Marshal(p)
-			if err != nil {
-				l.t.Fatal(err)
-			}
+			line, _ := json.Marshal(p) // plain strings and ints always encode
 			b.Write(line)
 			b.WriteByte('\n')
 			l.all[p.PaymentID] = p
@@ -199,15 +196,17 @@ func (l *lander) land(files, per int) []payment {
 	return out
 }
 
-// write lands raw bytes as name: written as .name.tmp, then renamed.
+// write lands raw bytes as name: written as .name.tmp, then renamed. It
+// may run off the test goroutine, so a failure is reported with Errorf.
 func (l *lander) write(name string, data []byte) {
 	l.t.Helper()
 	tmp := filepath.Join(l.dir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		l.t.Fatal(err)
+		l.t.Errorf("land %s: %v", name, err)
+		return
 	}
 	if err := os.Rename(tmp, filepath.Join(l.dir, name)); err != nil {
-		l.t.Fatal(err)
+		l.t.Errorf("land %s: %v", name, err)
 	}
 }
 
@@ -247,13 +246,22 @@ func (c *crashPlan) atPoint(t *testing.T, point string, want int, hits ...int) {
 	}
 }
 
-// atRandom kills the program n times at random moments within a typical
-// run's duration.
+// atRandom kills the program n times at random moments within span,
+// landing files before each run and more while it runs.
 func (c *crashPlan) atRandom(t *testing.T, n int, rng *rand.Rand, span time.Duration) {
 	t.Helper()
 	for tries := 0; c.kills["random"] < n && tries < 4*n; tries++ {
 		c.l.land(c.files, c.per)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		landAfter := time.Duration(rng.Int64N(int64(span)))
+		go func() {
+			defer wg.Done()
+			time.Sleep(landAfter)
+			c.l.land(1, c.per)
+		}()
 		o := c.p.mustRun(t, "", 20*time.Millisecond+time.Duration(rng.Int64N(int64(span))))
+		wg.Wait()
 		c.runs++
 		if o.killed {
 			c.kills["random"]++

@@ -859,3 +859,34 @@ func TestGroupByPerBatchDistinctAndStrings(t *testing.T) {
 	g.ClearChanges()
 	gbExpect(t, "batch 3", g.Output(false), "1 0 3 <nil> z x", "2 0 2 <nil> x x")
 }
+
+// TestGroupByAllNullWithoutValues merges columns of nulls that have no
+// values buffer at all.
+func TestGroupByAllNullWithoutValues(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	nulls := func() arrow.Array {
+		bm := memory.NewResizableBuffer(mem)
+		bm.Resize(1)
+		bm.Bytes()[0] = 0
+		data := array.NewData(arrow.PrimitiveTypes.Int64, 3, []*memory.Buffer{bm, nil}, nil, 3, 0)
+		bm.Release()
+		defer data.Release()
+		return array.MakeFromData(data)
+	}
+	rec := gbRecord([]string{"k", "v"}, nulls(), nulls())
+	defer rec.Release()
+	g, err := NewGroupBy(mem, rec.Schema(), []string{"k"}, []Agg{Sum("v"), Count("*"), Count("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	if err := g.Merge(rec); err != nil {
+		t.Fatal(err)
+	}
+	gbExpect(t, "all null", g.Output(false), "<nil> <nil> 3 0")
+	h := make([]uint64, 3)
+	if err := HashRows([]arrow.Array{rec.Column(0)}, h); err != nil || h[0] != h[1] {
+		t.Errorf("hash of nulls: %v %#x", err, h)
+	}
+}

@@ -232,8 +232,12 @@ func gbValues[T any](c arrow.Array) []T {
 	sz := int(unsafe.Sizeof(zero))
 	w := c.DataType().(arrow.FixedWidthDataType).BitWidth() / 8
 	per := w / sz
-	if len(bufs) < 2 || bufs[1] == nil || bufs[1].Len() == 0 || c.Len() == 0 {
+	if c.Len() == 0 {
 		return nil
+	}
+	if len(bufs) < 2 || bufs[1] == nil || bufs[1].Len() == 0 {
+		// An all-null array may come without a values buffer.
+		return make([]T, c.Len()*per)
 	}
 	b := bufs[1].Bytes()
 	all := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/sz)

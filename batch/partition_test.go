@@ -3,6 +3,7 @@ package batch
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -137,5 +138,73 @@ func TestPartition(t *testing.T) {
 	}
 	if _, err := Partition(mem, rec, []int{len(names) - 1}, 4); err == nil {
 		t.Errorf("list key: no error")
+	}
+}
+
+// TestPartitionThenGroupBy checks that aggregating each partition apart
+// gives the groups of one aggregation over everything, each group in
+// exactly one partition.
+func TestPartitionThenGroupBy(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rng := rand.New(rand.NewPCG(11, 11))
+	const parts = 4
+	aggs := []Agg{Sum("v"), Count("*"), Max("v")}
+	var whole *GroupBy
+	var each [parts]*GroupBy
+	for b := range 3 {
+		rec := gbRecord([]string{"k", "v"}, gbGen(mem, arrow.BinaryTypes.String, 3000, rng, 0.05), gbGen(mem, arrow.PrimitiveTypes.Int64, 3000, rng, 0.1))
+		if b == 0 {
+			var err error
+			if whole, err = NewGroupBy(mem, rec.Schema(), []string{"k"}, aggs); err != nil {
+				t.Fatal(err)
+			}
+			defer whole.Release()
+			for p := range each {
+				if each[p], err = NewGroupBy(mem, rec.Schema(), []string{"k"}, aggs); err != nil {
+					t.Fatal(err)
+				}
+				defer each[p].Release()
+			}
+		}
+		if err := whole.Merge(rec); err != nil {
+			t.Fatal(err)
+		}
+		split, err := Partition(mem, rec, []int{0}, parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, r := range split {
+			if r == nil {
+				continue
+			}
+			if err := each[p].Merge(r); err != nil {
+				t.Fatal(err)
+			}
+			r.Release()
+		}
+		rec.Release()
+	}
+	want := map[string]string{}
+	out := whole.Output(false)
+	for _, row := range gbRows(out) {
+		k, _, _ := strings.Cut(row, " ")
+		want[k] = row
+	}
+	out.Release()
+	got := 0
+	for p := range each {
+		out := each[p].Output(false)
+		for _, row := range gbRows(out) {
+			k, _, _ := strings.Cut(row, " ")
+			if want[k] != row {
+				t.Errorf("partition %d: %q, want %q", p, row, want[k])
+			}
+			got++
+		}
+		out.Release()
+	}
+	if got != len(want) {
+		t.Errorf("%d groups over the partitions, want %d", got, len(want))
 	}
 }

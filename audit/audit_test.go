@@ -462,3 +462,25 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("empty config: %v, want ErrConfig", err)
 	}
 }
+
+// TestLakeS3: the checkpoint and the file-sink table on S3.
+func TestLakeS3(t *testing.T) {
+	s3 := testenv.S3(t)
+	c := testenv.Kafka(t, map[string]int32{"payments": 2})
+	testenv.KafkaProduce(t, c, paymentRecords(rand.New(rand.NewPCG(10, 11)), 0, 150)...)
+	cp := storage.Sub(s3, "checkpoint")
+	table := storage.Sub(s3, "lake/settlements")
+	sink, err := filesink.New(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQuery(t, settlements(kafkaSource(t, c)), cp, sink)
+	rep, err := audit.Run(context.Background(), audit.Config{Checkpoint: cp, Input: audit.KafkaInput(c.Addrs(), "payments"),
+		Output: audit.LakeOutput(table), Key: "merchant_id", Value: "amount_cents", BatchColumn: "batch_id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.InputRows != 150 || rep.LastCommitted < 2 {
+		t.Fatalf("lake on S3: %+v", rep)
+	}
+}

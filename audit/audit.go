@@ -204,6 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.InputRows = n
 	var wantC1 map[string]int64
 	var n1 int64
+	var endC1 json.RawMessage
 	if slices.Contains(oids, c+1) {
 		e1, err := readOffsets(ctx, offsets, c+1)
 		if err != nil {
@@ -213,6 +214,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		endC1 = end1
 		wantC1 = make(map[string]int64, len(wantC))
 		for k, v := range wantC {
 			wantC1[k] = v
@@ -241,9 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Matching, rep.Missing, rep.Extra, rep.Differing = alt.Matching, alt.Missing, alt.Extra, alt.Differing
 			rep.ComparedBatch = c + 1
 			rep.InputRows += n1
-			if e1, err := readOffsets(ctx, offsets, c+1); err == nil {
-				rep.End = e1.Sources[cfg.SourceIndex].End
-			}
+			rep.End = endC1
 			if alt.Differences() == 0 {
 				rep.MatchedBatch = c + 1
 			}

@@ -63,7 +63,10 @@ type Conf struct {
 	StatePartitions int            `json:"statePartitions"`
 	Operators       []OperatorConf `json:"operators,omitempty"`
 	Sources         []string       `json:"sources"`
-	Sinks           []string       `json:"sinks,omitempty"`
+	// SourceIDs identify what each source reads (see SourceIdentifier);
+	// a restart with another source at an index is refused.
+	SourceIDs []string `json:"sourceIds,omitempty"`
+	Sinks     []string `json:"sinks,omitempty"`
 }
 
 // OperatorConf names a stateful operator and the shape of its state.

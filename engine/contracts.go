@@ -105,3 +105,12 @@ type GuaranteeReporter interface {
 type SchemaValidator interface {
 	ValidateSchema(schema *arrow.Schema) error
 }
+
+// SourceIdentifier is implemented by a source whose offsets belong to what
+// it reads (a directory, topics). The engine records SourceID at the first
+// batch and refuses a restart that puts another source at that index. A
+// source without it is identified by the kind in its description (the
+// text before "["), so changing a rate source's rows per second is allowed.
+type SourceIdentifier interface {
+	SourceID() string
+}

@@ -475,6 +475,9 @@ func (ex *executor) eventTime(ctx context.Context, cur arrow.RecordBatch) (arrow
 	late := 0
 	for i, t := range ms {
 		if !valid[i] {
+			if ex.agg != nil {
+				return cur, fmt.Errorf("event-time column %q is null in row %d: a row without an event time cannot be placed against the watermark", ex.wm.col, i)
+			}
 			continue
 		}
 		if ex.ev.n == 0 || t < ex.ev.min {
@@ -638,6 +641,18 @@ func (ex *executor) finishPartition(ctx context.Context, batchID int64, part *ag
 		}
 		defer removed.Release()
 		part.removed = removed.NumRows()
+		if removed.NumRows() > 0 && changes.NumRows() > 0 {
+			// A group changed in this batch and expired in it too (a
+			// duplicate of an expiring key): the version records its
+			// removal only.
+			kept, err := withoutKeys(ctx, ex.mem, changes, removed)
+			if err != nil {
+				out.Release()
+				return nil, err
+			}
+			defer kept.Release()
+			changes = kept
+		}
 	}
 	if err := part.store.Commit(ctx, batchID, changes, removed); err != nil {
 		out.Release()
@@ -675,6 +690,23 @@ func (ex *executor) sortByKeys(ctx context.Context, rec arrow.RecordBatch) (arro
 	out := d.(*compute.RecordDatum).Value
 	out.Retain()
 	return out, nil
+}
+
+// withoutKeys returns the rows of rec whose key columns (the first
+// columns, as many as keys has) match no row of keys.
+func withoutKeys(ctx context.Context, mem memory.Allocator, rec, keys arrow.RecordBatch) (arrow.RecordBatch, error) {
+	nk := int(keys.NumCols())
+	gone := make(map[string]struct{}, keys.NumRows())
+	for i := 0; i < int(keys.NumRows()); i++ {
+		gone[keyString(keys.Columns(), i)] = struct{}{}
+	}
+	keep := make([]bool, rec.NumRows())
+	cols := rec.Columns()[:nk]
+	for i := range keep {
+		_, drop := gone[keyString(cols, i)]
+		keep[i] = !drop
+	}
+	return batch.FilterRows(ctx, mem, rec, keep)
 }
 
 // filterExpired keeps the rows of rec whose column col holds a time the

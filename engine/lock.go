@@ -15,11 +15,14 @@ import (
 // there the put-if-absent of offsets/N and commits/N (which carry the run
 // id) decides, and the loser stops with ErrConcurrentDriver.
 func lockCheckpoint(store storage.Store) (release func() error, err error) {
-	l, ok := store.(*storage.Local)
+	dir, ok := storage.LocalDir(store)
 	if !ok {
 		return func() error { return nil }, nil
 	}
-	path := filepath.Join(l.Root(), ".lock")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("engine: create checkpoint %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, ".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("engine: open lock %s: %w", path, err)
@@ -27,7 +30,7 @@ func lockCheckpoint(store storage.Store) (release func() error, err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
 		if err == syscall.EWOULDBLOCK {
-			return nil, fmt.Errorf("%w: %s is locked by another process", ErrConcurrentDriver, l.Root())
+			return nil, fmt.Errorf("%w: %s is locked by another driver", ErrConcurrentDriver, dir)
 		}
 		return nil, fmt.Errorf("engine: lock %s: %w", path, err)
 	}

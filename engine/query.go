@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,6 +178,9 @@ func (r *run) main(ctx context.Context) error {
 		}
 	}
 	r.conf = Conf{StatePartitions: cfg.partitions, Sources: r.descs}
+	for _, src := range r.srcs {
+		r.conf.SourceIDs = append(r.conf.SourceIDs, sourceID(src))
+	}
 	if r.ex.agg != nil {
 		r.conf.Operators = []OperatorConf{r.ex.agg.conf()}
 	}
@@ -225,7 +229,25 @@ func (r *run) main(ctx context.Context) error {
 		}
 		r.log.Info("sink delivery guarantee", "sink", describe(s), "guarantee", g)
 	}
-	for _, s := range cfg.sinks {
+	if late := cfg.lateRows; late != nil {
+		if r.ex.agg == nil || r.ex.wm == nil {
+			return fmt.Errorf("%w: WithLateRows needs a watermark and a stateful step, which drop late rows", ErrInvalidQuery)
+		}
+		if v, ok := late.(SchemaValidator); ok {
+			if err := v.ValidateSchema(r.ex.agg.inSchema); err != nil {
+				return fmt.Errorf("%w: late-rows sink %s cannot take the late rows' schema: %w", ErrInvalidQuery, describe(late), err)
+			}
+		}
+		if g := guarantee(late); g != ExactlyOnce && !cfg.allowAtLeastOnce {
+			return fmt.Errorf("%w: late-rows sink %s runs %s; name that guarantee with WithAtLeastOnce to allow it", ErrInvalidQuery, describe(late), g)
+		}
+		r.log.Info("late-rows sink delivery guarantee", "sink", describe(late), "guarantee", guarantee(late))
+	}
+	starting := append([]Sink(nil), cfg.sinks...)
+	if cfg.lateRows != nil {
+		starting = append(starting, cfg.lateRows)
+	}
+	for _, s := range starting {
 		if st, ok := s.(SinkStarter); ok {
 			if err := st.Start(ctx, cp.meta.ID); err != nil {
 				return fmt.Errorf("engine: start sink %s: %w", describe(s), err)
@@ -377,6 +399,17 @@ func (r *run) sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+func sourceID(src Source) string {
+	if id, ok := src.(SourceIdentifier); ok {
+		return id.SourceID()
+	}
+	d := describe(src)
+	if i := strings.IndexByte(d, '['); i > 0 {
+		return d[:i]
+	}
+	return d
+}
+
 func guarantee(s Sink) string {
 	if g, ok := s.(GuaranteeReporter); ok {
 		return g.Guarantee()
@@ -497,7 +530,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	// Sinks: the late rows first, then the output.
 	t = time.Now()
 	if cfg.lateRows != nil && len(ex.late) > 0 {
-		if err := cfg.lateRows.AddBatch(ctx, id, ex.late[0].Schema(), ex.late); err != nil {
+		if err := cfg.lateRows.AddBatch(ctx, id, ex.agg.inSchema, ex.late); err != nil {
 			return fmt.Errorf("engine: batch %d: late-rows sink %s: %w", id, describe(cfg.lateRows), err)
 		}
 	}
@@ -720,6 +753,11 @@ func checkRestart(old, cur Conf) error {
 	}
 	if len(cur.Sources) < len(old.Sources) {
 		diffs = append(diffs, fmt.Sprintf("sources changed from %d to %d (not allowed: a removed source orphans its offsets)", len(old.Sources), len(cur.Sources)))
+	}
+	for i := 0; i < len(old.SourceIDs) && i < len(cur.SourceIDs); i++ {
+		if old.SourceIDs[i] != cur.SourceIDs[i] {
+			diffs = append(diffs, fmt.Sprintf("source %d changed from %s to %s (not allowed: its offsets and log belong to the old source; start a new checkpoint, or fork one)", i, old.SourceIDs[i], cur.SourceIDs[i]))
+		}
 	}
 	oldOps := map[string]OperatorConf{}
 	for _, o := range old.Operators {

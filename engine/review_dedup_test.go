@@ -16,7 +16,6 @@ import (
 // refuses a key that appears twice. The batch fails, and since a re-run is
 // identical, the query can never get past it.
 func TestReviewDedupKeyChangedAndExpiredInOneBatch(t *testing.T) {
-	t.Skip("known bug: a key both updated and evicted in one batch fails statestore Commit forever (engine/execute.go finishPartition: Changes before evict)")
 	script := [][]evRow{
 		{{"k1", 10, 1}}, // k1 first seen at 10 s; watermark after: 5 s
 		{{"k2", 30, 2}}, // watermark after: 25 s (k1 expires when 10+5 < watermark)

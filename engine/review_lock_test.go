@@ -18,7 +18,6 @@ import (
 // learns at its commits/N. Unwrapping prefix views down to a Local (or a
 // Store method that takes the lock) would close it.
 func TestReviewSecondDriverOnSubLocalFailsAtOnce(t *testing.T) {
-	t.Skip("known bug: no flock for storage.Sub over a local store (engine/lock.go lockCheckpoint)")
 	root := localStore(t)
 	cp := storage.Sub(root, "checkpoints/q")
 	bs := &blockingSink{entered: make(chan struct{}, 1), release: make(chan struct{})}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 )
 
@@ -71,3 +72,21 @@ func (p *prefixed) URL() string {
 }
 
 func (p *prefixed) Close() error { return nil }
+
+// LocalDir returns the directory a store lives in when it is a Local store
+// or a Sub view of one, and false for any other store. Tools use it for
+// things only a local directory has, such as a driver's lock file.
+func LocalDir(s Store) (string, bool) {
+	prefix := ""
+	if p, ok := s.(*prefixed); ok {
+		s, prefix = p.base, strings.TrimSuffix(p.prefix, "/")
+	}
+	l, ok := s.(*Local)
+	if !ok {
+		return "", false
+	}
+	if prefix == "" {
+		return l.Root(), true
+	}
+	return filepath.Join(l.Root(), filepath.FromSlash(prefix)), true
+}

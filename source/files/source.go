@@ -346,3 +346,8 @@ func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, [][]FileRecord,
 	}
 	return ids, lists, nil
 }
+
+// SourceID identifies what the source reads, for the engine's restart
+// check: offsets and the taken-files log under sources/<i>/ belong to this
+// directory and glob.
+func (s *Source) SourceID() string { return s.Description() }

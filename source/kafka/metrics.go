@@ -26,3 +26,7 @@ func (s *Source) Metrics() map[string]any {
 		"deadLetters":    st.DeadLetters,
 	}
 }
+
+// SourceID identifies what the source reads, for the engine's restart
+// check: the recorded offsets belong to these topics (or this pattern).
+func (s *Source) SourceID() string { return s.Description() }

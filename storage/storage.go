@@ -79,7 +79,7 @@ func Open(ctx context.Context, location string, openers map[string]Opener) (Stor
 	}
 	if u.Scheme == "file" {
 		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("storage: file URL %q names a host; use file:///absolute/path", location)
+			return nil, fmt.Errorf("storage: file URL %q names a host; use file:///absolute/path", Redact(location))
 		}
 		return OpenLocal(u.Path, LocalOptions{})
 	}

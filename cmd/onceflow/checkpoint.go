@@ -51,7 +51,7 @@ func checkpointCommand(ctx context.Context, args []string, stdout io.Writer) err
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: checkpoint inspect [--json] DIR", errUsage)
 	}
-	store, err := openStore(ctx, fs.Arg(0))
+	store, err := openExisting(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func checkpointFork(ctx context.Context, args []string, stdout io.Writer) error 
 	if fs.NArg() != 2 || *from < 0 {
 		return fmt.Errorf("%w: %s", errUsage, forkUsage)
 	}
-	src, err := openStore(ctx, fs.Arg(0))
+	src, err := openExisting(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func lakeFiles(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: lake files [--json] DIR", errUsage)
 	}
-	table, err := openStore(ctx, fs.Arg(0))
+	table, err := openExisting(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func lakeQuery(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: lake query [--limit N] DIR", errUsage)
 	}
-	table, err := openStore(ctx, fs.Arg(0))
+	table, err := openExisting(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func lakeVacuum(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: lake vacuum [--older-than D] [--delete] DIR", errUsage)
 	}
-	table, err := openStore(ctx, fs.Arg(0))
+	table, err := openExisting(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

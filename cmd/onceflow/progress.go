@@ -22,7 +22,7 @@ func progressCommand(ctx context.Context, args []string, stdout io.Writer) error
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: progress [--json] [-n N] DIR", errUsage)
 	}
-	store, err := openStore(ctx, fs.Arg(0))
+	store, err := openExisting(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func stateCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: %s", errUsage, use)
 	}
-	store, err := openStore(ctx, fs.Arg(0))
+	store, err := openExisting(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -85,6 +85,9 @@ func stateCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if !found {
 		return fmt.Errorf("%w: no stateful operator %q; the checkpoint has: %s", errUsage, *opID, strings.Join(ids, ", "))
+	}
+	if *part >= plan.Conf.StatePartitions {
+		return fmt.Errorf("%w: --partition %d: the checkpoint has partitions 0 to %d", errUsage, *part, plan.Conf.StatePartitions-1)
 	}
 	v := *version
 	if v < 0 {

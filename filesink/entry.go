@@ -26,6 +26,10 @@ type Entry struct {
 	FormatVersion int    `json:"formatVersion"`
 	Kind          string `json:"kind"`
 	BatchID       int64  `json:"batchId"`
+	// QueryID is the id of the query that wrote the batch (the engine's
+	// checkpoint id). A table's batch ids belong to one query: a sink
+	// started by another query refuses the table.
+	QueryID string `json:"queryId,omitempty"`
 	// CommitTime is the commit time of batch BatchID, Unix milliseconds,
 	// from the sink's clock.
 	CommitTime int64 `json:"commitTime"`

@@ -3,6 +3,8 @@ package filesink
 import "errors"
 
 var (
+	// ErrOtherQuery is returned by Start for a table another query wrote.
+	ErrOtherQuery = errors.New("filesink: table belongs to another query")
 	// ErrUnsupportedType is returned by ValidateSchema (and AddBatch) for a
 	// column whose Arrow type the sink cannot write; the message names the
 	// column and the type.

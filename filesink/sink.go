@@ -36,6 +36,8 @@ type Sink struct {
 	log   *offsetlog.Log[Entry]
 	codec compress.Codec // shared by every file, so encoders are pooled
 
+	queryID string // from Start, under mu; recorded in every entry
+
 	mu struct {
 		sync.Mutex
 		st *tableState // nil until loaded, and after a failed batch
@@ -60,11 +62,22 @@ func (s *Sink) Description() string { return "files[" + s.table.URL() + "]" }
 
 // Start reads the table's log, so a first batch that is already committed
 // is recognised, and checks the table's partitioning against the sink's.
+//
+// A table's batch ids belong to the query that wrote them: a table whose
+// newest batch another query wrote is refused, since a new query's batch 0
+// would otherwise be taken for the old query's and skipped.
 func (s *Sink) Start(ctx context.Context, queryID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.state(ctx)
-	return err
+	st, err := s.state(ctx)
+	if err != nil {
+		return err
+	}
+	if st.version >= 0 && st.queryID != "" && queryID != "" && st.queryID != queryID {
+		return fmt.Errorf("%w: table %s holds batches up to %d of query %s, and this is query %s; a new query (a new checkpoint) must write to a new table, or fork the old checkpoint", ErrOtherQuery, s.table.URL(), st.version, st.queryID, queryID)
+	}
+	s.queryID = queryID
+	return nil
 }
 
 // ValidateSchema reports whether the sink can write rows of schema: every
@@ -142,6 +155,7 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 		FormatVersion:    FormatVersion,
 		Kind:             KindDelta,
 		BatchID:          batchID,
+		QueryID:          s.queryID,
 		CommitTime:       now,
 		Schema:           l.logSchema,
 		PartitionColumns: append([]string{}, s.cfg.partitionBy...),

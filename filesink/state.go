@@ -28,6 +28,7 @@ type tableState struct {
 	version     int64 // last committed batch; -1 for an empty table
 	versionTime int64 // its commit time, Unix ms
 	compacted   int64 // newest compact file known to exist; -1 for none
+	queryID     string // the query that wrote the newest batch, if recorded
 	schema      []Column
 	partCols    []string
 	live        map[string]stateFile // path → file
@@ -86,6 +87,9 @@ func (st *tableState) apply(e *Entry) error {
 	}
 	st.version = e.BatchID
 	st.versionTime = e.CommitTime
+	if e.QueryID != "" {
+		st.queryID = e.QueryID
+	}
 	if e.Schema != nil {
 		st.schema = e.Schema
 		st.partCols = e.PartitionColumns
@@ -203,6 +207,7 @@ type compactHeader struct {
 	FormatVersion    int      `json:"formatVersion"`
 	Kind             string   `json:"kind"`
 	BatchID          int64    `json:"batchId"`
+	QueryID          string   `json:"queryId,omitempty"`
 	CommitTime       int64    `json:"commitTime"`
 	Schema           []Column `json:"schema"`
 	PartitionColumns []string `json:"partitionColumns"`
@@ -260,6 +265,7 @@ func (st *tableState) compactBytes(retention time.Duration) ([]byte, error) {
 		FormatVersion:    FormatVersion,
 		Kind:             KindCompact,
 		BatchID:          st.version,
+		QueryID:          st.queryID,
 		CommitTime:       now,
 		Schema:           st.schema,
 		PartitionColumns: st.partCols,
@@ -376,6 +382,7 @@ func (st *tableState) readCompact(ctx context.Context, table storage.Store, id i
 	}
 	st.version, st.versionTime, st.compacted = h.BatchID, h.CommitTime, h.BatchID
 	st.schema, st.partCols = h.Schema, h.PartitionColumns
+	st.queryID = h.QueryID
 	return nil
 }
 

@@ -19,6 +19,10 @@ var (
 	// ErrRetriesExhausted wraps the last error of a batch transaction that
 	// failed on every allowed attempt.
 	ErrRetriesExhausted = errors.New("postgres: retries exhausted")
+	// ErrOtherQuery is returned by Start when the job's progress row
+	// belongs to another query (another checkpoint): its batch ids are not
+	// this query's, and applying them as skipped would lose data.
+	ErrOtherQuery = errors.New("postgres: the job's progress belongs to another query")
 )
 
 // ColumnError names a column of the target table that cannot take the

@@ -84,19 +84,49 @@ func newGuard(pool *pgxpool.Pool, job string, cfg config) (*Guard, error) {
 }
 
 // Start creates the progress table under CreateTables(true), checks its
-// columns, and creates the job's row (batch id -1) if it is missing.
-func (g *Guard) Start(ctx context.Context) error {
+// columns, and creates the job's row (batch id -1) if it is missing. It
+// does not bind the job to a query; the sinks call StartFor.
+func (g *Guard) Start(ctx context.Context) error { return g.StartFor(ctx, "") }
+
+// StartFor is Start for the query queryID (the engine's checkpoint id):
+// when the progress table has a query_id column, the job's row records the
+// query that owns it, and a row owned by another query is refused with
+// ErrOtherQuery — a new checkpoint counts batch ids from 0 again, and
+// taking them for the old query's would skip its first batches. A row
+// without an owner (written before the column existed) is claimed.
+func (g *Guard) StartFor(ctx context.Context, queryID string) error {
 	if g.cfg.createTables {
 		if _, err := g.pool.Exec(ctx, createProgressSQL(g.progress)); err != nil {
 			return g.scrub.err(fmt.Errorf("postgres: create progress table %s: %w", g.progress.sql(), err))
 		}
 	}
-	if err := checkProgress(ctx, g.pool, g.progress); err != nil {
+	hasQueryID, err := checkProgress(ctx, g.pool, g.progress)
+	if err != nil {
 		return g.scrub.err(wrapOp(fmt.Sprintf("job %q", g.job), err))
 	}
+	if !hasQueryID || queryID == "" {
+		if _, err := g.pool.Exec(ctx, "INSERT INTO "+g.progress.sql()+
+			" (job, batch_id, updated_at) VALUES ($1, -1, now()) ON CONFLICT (job) DO NOTHING", g.job); err != nil {
+			return g.scrub.err(fmt.Errorf("postgres: job %q: create progress row: %w", g.job, err))
+		}
+		return nil
+	}
 	if _, err := g.pool.Exec(ctx, "INSERT INTO "+g.progress.sql()+
-		" (job, batch_id, updated_at) VALUES ($1, -1, now()) ON CONFLICT (job) DO NOTHING", g.job); err != nil {
+		" (job, batch_id, updated_at, query_id) VALUES ($1, -1, now(), $2) ON CONFLICT (job) DO NOTHING", g.job, queryID); err != nil {
 		return g.scrub.err(fmt.Errorf("postgres: job %q: create progress row: %w", g.job, err))
+	}
+	if _, err := g.pool.Exec(ctx, "UPDATE "+g.progress.sql()+
+		" SET query_id = $2 WHERE job = $1 AND query_id IS NULL", g.job, queryID); err != nil {
+		return g.scrub.err(fmt.Errorf("postgres: job %q: claim progress row: %w", g.job, err))
+	}
+	var owner string
+	var batchID int64
+	if err := g.pool.QueryRow(ctx, "SELECT query_id, batch_id FROM "+g.progress.sql()+" WHERE job = $1", g.job).Scan(&owner, &batchID); err != nil {
+		return g.scrub.err(fmt.Errorf("postgres: job %q: read progress row: %w", g.job, err))
+	}
+	if owner != queryID {
+		return g.scrub.err(fmt.Errorf("%w: job %q in %s has applied batches up to %d of query %s, and this is query %s; give a new query (a new checkpoint) its own job name, or fork the old checkpoint",
+			ErrOtherQuery, g.job, g.progress.sql(), batchID, owner, queryID))
 	}
 	return nil
 }

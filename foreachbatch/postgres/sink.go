@@ -102,7 +102,7 @@ func (s *Sink) Start(ctx context.Context, queryID string) error {
 	if s.guard == nil {
 		return nil
 	}
-	return s.guard.Start(ctx)
+	return s.guard.StartFor(ctx, queryID)
 }
 
 // ValidateSchema checks that the target table has a column of a compatible

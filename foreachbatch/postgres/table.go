@@ -133,17 +133,18 @@ func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, erro
 // createProgressSQL is the CREATE TABLE IF NOT EXISTS of the progress table.
 func createProgressSQL(t table) string {
 	return "CREATE TABLE IF NOT EXISTS " + t.sql() +
-		" (job text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz NOT NULL)"
+		" (job text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz NOT NULL, query_id text)"
 }
 
-// checkProgress verifies the progress table's columns and key.
-func checkProgress(ctx context.Context, q querier, t table) error {
+// checkProgress verifies the progress table's columns and key, and reports
+// whether it has the optional query_id column that binds a job to a query.
+func checkProgress(ctx context.Context, q querier, t table) (hasQueryID bool, err error) {
 	cols, exists, err := describe(ctx, q, t)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !exists {
-		return fmt.Errorf("%w: progress table %s does not exist (create it with CreateTables(true), or: %s)",
+		return false, fmt.Errorf("%w: progress table %s does not exist (create it with CreateTables(true), or: %s)",
 			ErrSchemaMismatch, t.sql(), createProgressSQL(t))
 	}
 	want := []struct {
@@ -157,20 +158,24 @@ func checkProgress(ctx context.Context, q querier, t table) error {
 	for _, w := range want {
 		i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == w.name })
 		if i < 0 {
-			return &ColumnError{Table: t.sql(), Column: w.name, ArrowType: strings.Join(w.types, " or "),
+			return false, &ColumnError{Table: t.sql(), Column: w.name, ArrowType: strings.Join(w.types, " or "),
 				Reason: "progress table column missing"}
 		}
 		if !slices.Contains(w.types, cols[i].typname) {
-			return &ColumnError{Table: t.sql(), Column: w.name, PGType: cols[i].display,
+			return false, &ColumnError{Table: t.sql(), Column: w.name, PGType: cols[i].display,
 				Reason: "progress table column must be " + strings.Join(w.types, " or ")}
 		}
 	}
 	ok, err := hasUniqueIndex(ctx, q, t, []string{"job"})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !ok {
-		return &ColumnError{Table: t.sql(), Column: "job", PGType: "text", Reason: "progress table needs a unique index (primary key) on job"}
+		return false, &ColumnError{Table: t.sql(), Column: "job", PGType: "text", Reason: "progress table needs a unique index (primary key) on job"}
 	}
-	return nil
+	i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == "query_id" })
+	if i >= 0 && !slices.Contains([]string{"text", "varchar"}, cols[i].typname) {
+		return false, &ColumnError{Table: t.sql(), Column: "query_id", PGType: cols[i].display, Reason: "progress table column must be text"}
+	}
+	return i >= 0, nil
 }

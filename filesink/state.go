@@ -25,9 +25,9 @@ import (
 // file it was loaded from), so compaction concatenates lines instead of
 // re-encoding the whole table every time.
 type tableState struct {
-	version     int64 // last committed batch; -1 for an empty table
-	versionTime int64 // its commit time, Unix ms
-	compacted   int64 // newest compact file known to exist; -1 for none
+	version     int64  // last committed batch; -1 for an empty table
+	versionTime int64  // its commit time, Unix ms
+	compacted   int64  // newest compact file known to exist; -1 for none
 	queryID     string // the query that wrote the newest batch, if recorded
 	schema      []Column
 	partCols    []string

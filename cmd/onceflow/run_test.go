@@ -238,3 +238,21 @@ func TestS3WithoutServer(t *testing.T) {
 		}
 	})
 }
+
+// TestDemoOnAnotherQuerysCheckpoint: the demo pointed at the ledger query's
+// checkpoint refuses to start, says why, and leaves the checkpoint as it was.
+func TestDemoOnAnotherQuerysCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	cp := ledgerCheckpoint(t, 20)
+	_, before, _ := runCLI(ctx, "checkpoint", "inspect", "--json", cp)
+	code, out, errOut := runCLI(ctx, "demo", "-batches", "1", "-trigger", "once", "-checkpoint", cp)
+	if code != 1 || !strings.Contains(errOut, "incompatible restart") || !strings.Contains(errOut, `stateful operator "totals" was removed`) {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if strings.Contains(out, "progress: batch") {
+		t.Errorf("the demo ran a batch:\n%s", out)
+	}
+	if _, after, _ := runCLI(ctx, "checkpoint", "inspect", "--json", cp); after != before {
+		t.Errorf("the checkpoint changed:\n%s\nbecame\n%s", before, after)
+	}
+}

@@ -133,7 +133,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return payments.RunUntilSignal(ctx, q)
+	return engine.RunUntilSignal(ctx, q)
 }
 
 // Stream is the lake query: every payment, with its UTC day as the

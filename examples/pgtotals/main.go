@@ -139,7 +139,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return payments.RunUntilSignal(ctx, q)
+	return engine.RunUntilSignal(ctx, q)
 }
 
 // matchedSink is the offsets-in-sink sink that, once started, checks that

@@ -1,7 +1,7 @@
 // Package payments is the code the landing-directory examples (lake,
 // pgtotals) share: the declared schema of a payment, a deterministic
-// generator of landing files, and the signal handling of a long-running
-// query. It is example code, not part of onceflow's API.
+// generator of landing files, and the check that a checkpoint belongs to
+// its sink. It is example code, not part of onceflow's API.
 //
 // A payment is one JSON object per line of a landing file:
 //
@@ -13,20 +13,14 @@ package payments
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/onceflow/onceflow/engine"
 )
 
 // Schema is the declared schema of a payment line. Every column is
@@ -133,36 +127,4 @@ func Generate(dir string, n, perFile, merchants int) (int, error) {
 		wrote++
 	}
 	return wrote, nil
-}
-
-// RunUntilSignal runs q until its trigger ends (available-now, once), it
-// fails, or a signal arrives: the first SIGTERM or SIGINT asks q to stop
-// after the batch in flight commits; a second one cancels ctx, abandoning
-// that batch (it is re-run on restart).
-func RunUntilSignal(ctx context.Context, q *engine.Query) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-sigs:
-			q.Stop()
-		case <-done:
-			return
-		}
-		select {
-		case <-sigs:
-			cancel()
-		case <-done:
-		}
-	}()
-	err := q.Run(ctx)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return errors.New("stopped by a second signal; the batch in flight will be re-run on restart")
-	}
-	return err
 }

@@ -119,8 +119,8 @@ type Event struct {
 	Auction int64
 	Bidder  int64
 	Price   int64
-	Channel string
-	URL     string
+	Channel []byte // read-only: shared with the generator's tables
+	URL     []byte // read-only: shared with the generator's tables
 }
 
 // Generator computes events from their numbers. It is immutable after
@@ -129,9 +129,10 @@ type Event struct {
 type Generator struct {
 	baseMs       int64
 	delayNs      int64 // inter-event delay
-	hotURLs      [len(hotChannels)]string
-	channelNames [channelsNumber]string
-	channelURLs  [channelsNumber]string
+	hotNames     [len(hotChannels)][]byte
+	hotURLs      [len(hotChannels)][]byte
+	channelNames [channelsNumber][]byte
+	channelURLs  [channelsNumber][]byte
 }
 
 // NewGenerator returns a generator whose event n happens at
@@ -143,11 +144,12 @@ func NewGenerator(base time.Time, interEventDelay time.Duration) *Generator {
 	// they are seeded so every run produces the same URLs.
 	for i := range g.hotURLs {
 		r := newJavaRandom(-1 - int64(i))
-		g.hotURLs[i] = baseURL(&r)
+		g.hotNames[i] = []byte(hotChannels[i])
+		g.hotURLs[i] = []byte(baseURL(&r))
 	}
 	for i := range g.channelNames {
 		r := newJavaRandom(int64(i))
-		g.channelNames[i] = "channel-" + strconv.Itoa(i)
+		g.channelNames[i] = []byte("channel-" + strconv.Itoa(i))
 		u := baseURL(&r)
 		if r.intn(10) > 0 {
 			rev := int32(reverse32(uint32(i)))
@@ -156,7 +158,7 @@ func NewGenerator(base time.Time, interEventDelay time.Duration) *Generator {
 			}
 			u += "&channel_id=" + strconv.Itoa(int(rev))
 		}
-		g.channelURLs[i] = u
+		g.channelURLs[i] = []byte(u)
 	}
 	return g
 }
@@ -243,9 +245,10 @@ func nextBase0AuctionID(n int64, r *javaRandom) int64 {
 	return minA + r.int63n(maxA-minA+1+auctionIDLead)
 }
 
-// nextPrice is log-uniform between 1 and 10^8 cents.
+// nextPrice is log-uniform between 100 and 10^8 cents: round(10^(6u)·100),
+// computed as an exponential (cheaper than math.Pow).
 func nextPrice(r *javaRandom) int64 {
-	return int64(math.Round(math.Pow(10, r.float64()*6) * 100))
+	return int64(math.Round(math.Exp(r.float64()*(6*math.Ln10)) * 100))
 }
 
 func (g *Generator) bid(n int64, r *javaRandom, e *Event) {
@@ -264,7 +267,7 @@ func (g *Generator) bid(n int64, r *javaRandom, e *Event) {
 	e.Price = nextPrice(r)
 	if r.intn(hotChannelsRatio) > 0 {
 		i := r.intn(int32(len(hotChannels)))
-		e.Channel, e.URL = hotChannels[i], g.hotURLs[i]
+		e.Channel, e.URL = g.hotNames[i], g.hotURLs[i]
 	} else {
 		i := r.intn(channelsNumber)
 		e.Channel, e.URL = g.channelNames[i], g.channelURLs[i]

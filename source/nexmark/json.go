@@ -39,8 +39,8 @@ func AppendJSON(b []byte, e *Event, bidsOnly bool) []byte {
 		b = jsonInt(b, ColAuction, e.Auction)
 		b = jsonInt(b, ColBidder, e.Bidder)
 		b = jsonInt(b, ColPrice, e.Price)
-		b = jsonStr(b, ColChannel, []byte(e.Channel))
-		b = jsonStr(b, ColURL, []byte(e.URL))
+		b = jsonStr(b, ColChannel, e.Channel)
+		b = jsonStr(b, ColURL, e.URL)
 	}
 	b = jsonTime(b, ColDateTime, e.DateTime)
 	b = jsonStr(b, ColExtra, e.Extra)

@@ -105,7 +105,7 @@ func TestDistributions(t *testing.T) {
 		}
 		bids++
 		priceMin, priceMax = min(priceMin, e.Price), max(priceMax, e.Price)
-		if len(e.Channel) < 9 || e.Channel[:8] != "channel-" {
+		if len(e.Channel) < 9 || string(e.Channel[:8]) != "channel-" {
 			hotChannel++
 		}
 		extra += len(e.Extra)

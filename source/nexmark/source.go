@@ -310,8 +310,8 @@ func (s *Source) BidRecord(from, to int64) arrow.RecordBatch {
 		auction.UnsafeAppend(e.Auction)
 		bidder.UnsafeAppend(e.Bidder)
 		price.UnsafeAppend(e.Price)
-		channel.Append(e.Channel)
-		url.Append(e.URL)
+		channel.BinaryBuilder.Append(e.Channel)
+		url.BinaryBuilder.Append(e.URL)
 		ts.UnsafeAppend(arrow.Timestamp(e.DateTime * 1000))
 		extra.BinaryBuilder.Append(e.Extra)
 	}
@@ -395,8 +395,8 @@ func (s *Source) EventRecord(from, to int64) arrow.RecordBatch {
 			auction.Append(e.Auction)
 			bidder.Append(e.Bidder)
 			price.Append(e.Price)
-			channel.Append(e.Channel)
-			url.Append(e.URL)
+			channel.BinaryBuilder.Append(e.Channel)
+			url.BinaryBuilder.Append(e.URL)
 		}
 	}
 	return newRecord(s.schema, n, all...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,8 +13,13 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/filesink"
 	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/storage"
 )
 
 // failFirstRead is a ledger whose first batch cannot be read: the query
@@ -169,5 +175,68 @@ func TestFileURLCredentialsNotPrinted(t *testing.T) {
 	code, out, errOut := runCLI(context.Background(), "checkpoint", "inspect", "file://admin:"+secret+"@host/cp")
 	if code != 1 || strings.Contains(out+errOut, secret) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1 without the password", code, out, errOut)
+	}
+}
+
+var measureSchema = arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Float64, Nullable: true}}, nil)
+
+// measures is a one-batch source of 1.5, NaN, +Inf and null.
+type measures struct{}
+
+func (measures) Schema() *arrow.Schema { return measureSchema }
+func (measures) InitialOffset(context.Context) (json.RawMessage, error) {
+	return json.RawMessage("0"), nil
+}
+func (measures) LatestOffset(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage("1"), nil
+}
+func (measures) Read(_ context.Context, _, _ json.RawMessage, emit func(arrow.RecordBatch) error) error {
+	b := array.NewFloat64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	b.AppendValues([]float64{1.5, math.NaN(), math.Inf(1)}, nil)
+	b.AppendNull()
+	c := b.NewArray()
+	defer c.Release()
+	r := array.NewRecordBatch(measureSchema, []arrow.Array{c}, 4)
+	defer r.Release()
+	return emit(r)
+}
+
+// A table holding a NaN or an infinity cannot be queried: `lake query`
+// stops at the first such row with exit 1 (cmd/onceflow/lake.go:113
+// json.Marshal refuses non-finite floats), and the message blames the
+// file read ("filesink: read part-…: column x: json: unsupported value: NaN").
+func TestLakeQueryNonFiniteFloats(t *testing.T) {
+	t.Skip("known bug: lake query fails on NaN/Inf values (cmd/onceflow/lake.go:113 json.Marshal)")
+	root := t.TempDir()
+	table := filepath.Join(root, "table")
+	ts, err := storage.OpenLocal(table, storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	cs, err := storage.OpenLocal(filepath.Join(root, "cp"), storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	sink, err := filesink.New(ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.NewQuery(engine.ReadStream(measures{}), engine.WithCheckpoint(cs), engine.WithSink(sink), engine.WithTrigger(engine.Once()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(context.Background(), "lake", "query", table)
+	if code != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want all 4 rows", code, out, errOut)
+	}
+	rows := mustJSONLines[map[string]any](t, out)
+	if len(rows) != 4 || rows[0]["x"] != 1.5 || rows[3]["x"] != nil {
+		t.Errorf("rows %v, want 1.5, NaN, +Inf, null in some JSON form", rows)
 	}
 }

@@ -195,7 +195,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{"inspect a directory that is no checkpoint", []string{"checkpoint", "inspect", empty}, 1, []string{"onceflow checkpoint: "}},
 		{"state dump of a directory that is no checkpoint", []string{"state", "dump", empty, "--operator", ledgerOperator}, 1, []string{"has no batches"}},
 		{"state dump of a version never written", []string{"state", "dump", cp, "--operator", ledgerOperator, "--version", "7"}, 1, []string{"onceflow state: "}},
-		{"lake files of a checkpoint", []string{"lake", "query", filepath.Join(cp, "offsets", "00000000000000000000")}, 1, []string{"onceflow lake: "}},
+		{"lake query of a file, not a table", []string{"lake", "query", filepath.Join(cp, "offsets", "00000000000000000000")}, 1, []string{"onceflow lake: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(ctx, tc.args...)

@@ -110,7 +110,7 @@ func lakeQuery(ctx context.Context, args []string, stdout io.Writer) error {
 			k, _ := json.Marshal(c)
 			line.Write(k)
 			line.WriteByte(':')
-			v, err := json.Marshal(row[i])
+			v, err := marshalValue(row[i])
 			if err != nil {
 				return fmt.Errorf("column %s: %w", c, err)
 			}

@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"state":      {"print a stateful operator's rows: state dump DIR --operator ID [--version N]", stateCommand},
 		"progress":   {"print a query's progress log as a table: progress [--json] [-n N] DIR", progressCommand},
 		"lake":       {"look at a file-sink table: lake files|query|vacuum DIR", lakeCommand},
+		"audit":      {"reconcile a query's committed output with its input: audit --checkpoint DIR --input … --output … --key K --value V", auditCommand},
 		"kafka":      {"run the embedded development Kafka broker on a loopback port: kafka [-port 9092] [-topics t:4,…]", kafkaCommand},
 	}
 }

@@ -143,7 +143,7 @@ func dumpRecord(r arrow.RecordBatch, part int, tw *tabwriter.Writer, enc *json.E
 		if asJSON {
 			row := map[string]any{"partition": part}
 			for c, f := range r.Schema().Fields() {
-				row[f.Name] = memsink.Value(r.Column(c), i)
+				row[f.Name] = jsonValue(memsink.Value(r.Column(c), i))
 			}
 			if err := enc.Encode(row); err != nil {
 				return err

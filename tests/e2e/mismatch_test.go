@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +12,8 @@ import (
 )
 
 // TestLostCheckpoint checks that each example refuses to run a new
-// checkpoint against a sink an earlier checkpoint wrote: the new one would
+// checkpoint (or an older copy of its own) against a sink an earlier
+// checkpoint wrote: the new one would
 // number batches from 0 again and the sink, which recognises batches by
 // id, would skip them as already applied, losing payments silently. The
 // sink is left as it was.
@@ -29,8 +31,46 @@ func TestLostCheckpoint(t *testing.T) {
 		}
 		more := l.land(2, 10)
 		o := p.run(t, "", 0)
+		const sinkWant = "holds batches up to"
+		if o.killed || o.code == 0 || !(strings.Contains(o.stderr, want) || strings.Contains(o.stderr, sinkWant)) {
+			t.Fatalf("with a new checkpoint: killed %v, exit %d; want a refusal saying %q or %q:\n%s", o.killed, o.code, want, sinkWant, o.stderr)
+		}
+		for _, m := range more {
+			delete(l.all, m.PaymentID)
+		}
+		store, err := storage.OpenLocal(lake, storage.LocalOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		checkLake(t, store, l.all)
+	})
+	t.Run("lake-old-copy", func(t *testing.T) {
+		// The same query's checkpoint restored from an older copy: the
+		// query id matches, but the lake is a batch ahead of the copy's
+		// commits and the copy never planned that batch, so it would
+		// replan it with other files and the lake would skip them.
+		dir := t.TempDir()
+		in, lake, cp, old := filepath.Join(dir, "in"), filepath.Join(dir, "lake"), filepath.Join(dir, "cp"), filepath.Join(dir, "cp-old")
+		l := newLander(t, in, 63)
+		l.land(1, 10)
+		p := proc{bin: buildProg(t, lakePkg), args: []string{"-input", in, "-lake", lake, "-checkpoint", cp, "-trigger", "available-now"}}
+		p.mustRun(t, "", 0)
+		if err := exec.Command("cp", "-a", cp, old).Run(); err != nil {
+			t.Fatal(err)
+		}
+		l.land(1, 10)
+		p.mustRun(t, "", 0)
+		if err := os.RemoveAll(cp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(old, cp); err != nil {
+			t.Fatal(err)
+		}
+		more := l.land(1, 10)
+		o := p.run(t, "", 0)
 		if o.killed || o.code == 0 || !strings.Contains(o.stderr, want) {
-			t.Fatalf("with a new checkpoint: killed %v, exit %d; want a refusal saying %q:\n%s", o.killed, o.code, want, o.stderr)
+			t.Fatalf("with an older copy of the checkpoint: killed %v, exit %d; want a refusal saying %q:\n%s", o.killed, o.code, want, o.stderr)
 		}
 		for _, m := range more {
 			delete(l.all, m.PaymentID)

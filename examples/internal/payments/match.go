@@ -11,11 +11,12 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// CheckSinkMatches refuses to run a checkpoint against a sink it did not
-// write. Both sinks of the examples recognise a batch by its id alone, so
-// a lost or replaced checkpoint, which numbers batches from 0 again, would
-// have the sink skip every batch id it already holds, with other files in
-// them: payments silently lost. The sink's newest batch (sinkBatch, -1 for
+// CheckSinkMatches refuses to run a checkpoint against a sink that is not
+// at the checkpoint's batch. Both sinks of the examples recognise a batch
+// by its id, so a checkpoint restored from an older copy (or lost and
+// replaced, which the sinks' own query-id check also refuses) would replan
+// batch ids the sink already holds with other files in them, and the sink
+// would skip them: payments silently lost. The sink's newest batch (sinkBatch, -1 for
 // none) must be the checkpoint's newest commit, or the one after it when
 // that batch is planned (offsets/N: the process died between the sink's
 // commit and commits/N, and the restart finishes it).

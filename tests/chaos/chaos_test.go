@@ -60,7 +60,7 @@ func TestChaos(t *testing.T) {
 	for _, p := range points {
 		stats[p] = &pointStats{}
 	}
-	stopProducing := h.keepProducing(7, 50*time.Millisecond)
+	stopProducing := h.keepProducing(5, 100*time.Millisecond)
 	kills, runs, pendingMatches := 0, 0, 0
 	for kills < *chaosKills {
 		p := points[runs%len(points)]
@@ -101,7 +101,8 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	stopProducing()
-	if killed, stderr := h.run("", 0); killed {
+	// The final run drains what arrived while the program was down.
+	if killed, stderr := h.runFor("", 0, 20*time.Minute); killed {
 		t.Fatalf("final run killed:\n%s", stderr)
 	}
 

@@ -217,6 +217,12 @@ func (h *harness) args() []string {
 // run starts the program with fault spec ("" for none), kills it after
 // killAfter if that is positive, and reports whether SIGKILL ended it.
 func (h *harness) run(spec string, killAfter time.Duration) (killed bool, stderr string) {
+	return h.runFor(spec, killAfter, 2*time.Minute)
+}
+
+// runFor is run with a watchdog: after limit the program gets SIGQUIT (a
+// goroutine dump) and the test fails.
+func (h *harness) runFor(spec string, killAfter, limit time.Duration) (killed bool, stderr string) {
 	t := h.t
 	t.Helper()
 	cmd := exec.Command(h.prog, h.args()...)
@@ -230,7 +236,7 @@ func (h *harness) run(spec string, killAfter time.Duration) (killed bool, stderr
 	if killAfter > 0 {
 		timer = time.AfterFunc(killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
 	}
-	watchdog := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Signal(syscall.SIGQUIT) })
+	watchdog := time.AfterFunc(limit, func() { _ = cmd.Process.Signal(syscall.SIGQUIT) })
 	err := cmd.Wait()
 	watchdog.Stop()
 	if timer != nil {

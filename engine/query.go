@@ -466,8 +466,39 @@ func compact(m json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
+// checkCurrent fails with ErrConcurrentDriver when another driver has
+// moved past batch id: a plan or a commit of a later batch, or a commit of
+// this one. Put-if-absent of offsets/N and commits/N alone cannot tell,
+// since the purge deletes old entries and a driver that stalled longer than
+// the retention would find its batch ids free again. The engine checks
+// before the write-ahead, before each sink and before the commit; a
+// checkpoint on a local disk is also locked.
+//
+// id is the batch the driver is running (or, before the write-ahead, the
+// one it is about to plan): no plan may be newer, no commit as new.
+func (r *run) checkCurrent(ctx context.Context, id int64) error {
+	ids, err := r.cp.offsets.List(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: list write-ahead log: %w", err)
+	}
+	if n := len(ids); n > 0 && ids[n-1] > id {
+		return fmt.Errorf("%w: offsets/%d exists while this driver is at batch %d; another driver has moved on", ErrConcurrentDriver, ids[n-1], id)
+	}
+	cids, err := r.cp.commits.List(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: list commit log: %w", err)
+	}
+	if n := len(cids); n > 0 && cids[n-1] >= id {
+		return fmt.Errorf("%w: commits/%d exists while this driver is at batch %d; another driver has moved on", ErrConcurrentDriver, cids[n-1], id)
+	}
+	return nil
+}
+
 // writeAhead makes offsets/N durable before anything of batch N runs.
 func (r *run) writeAhead(ctx context.Context, plan *OffsetsEntry) error {
+	if err := r.checkCurrent(ctx, plan.BatchID); err != nil {
+		return err
+	}
 	fault.Point(FaultBeforeWAL)
 	if err := r.cp.offsets.Add(ctx, plan.BatchID, *plan); err != nil {
 		if errors.Is(err, offsetlog.ErrConflict) {
@@ -535,6 +566,9 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 		}
 	}
 	for _, s := range cfg.sinks {
+		if err := r.checkCurrent(ctx, id); err != nil {
+			return err
+		}
 		if err := s.AddBatch(ctx, id, ex.outSchema, ex.out); err != nil {
 			return fmt.Errorf("engine: batch %d: sink %s: %w", id, describe(s), err)
 		}
@@ -545,6 +579,9 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	// Commit, with the watermark for the next batch.
 	t = time.Now()
 	eventMax, nextWM := r.nextWatermark(plan)
+	if err := r.checkCurrent(ctx, id); err != nil {
+		return err
+	}
 	if err := r.cp.commits.Add(ctx, id, CommitEntry{BatchID: id, RunID: r.runID, NextWatermarkMs: nextWM, EventTimeMaxMs: eventMax}); err != nil {
 		if errors.Is(err, offsetlog.ErrConflict) {
 			return fmt.Errorf("%w: commits/%d was written by another driver", ErrConcurrentDriver, id)
@@ -768,6 +805,8 @@ func checkRestart(old, cur Conf) error {
 		if !ok {
 			if len(old.Operators) > 0 {
 				diffs = append(diffs, fmt.Sprintf("stateful operator %q is new and the checkpoint has %d other(s) (not allowed: give it the old operator's id or start a new checkpoint)", o.ID, len(old.Operators)))
+			} else {
+				diffs = append(diffs, fmt.Sprintf("stateful operator %q is new and the checkpoint's batches ran without state (not allowed: its state would miss every committed batch; start a new checkpoint)", o.ID))
 			}
 			continue
 		}

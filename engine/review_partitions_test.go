@@ -20,7 +20,6 @@ import (
 // partitions by the query's P, so the next restart with the same options
 // would be refused, and the P it asks for would misroute keys.
 func TestReviewStatefulStepAddedToStatelessCheckpoint(t *testing.T) {
-	t.Skip("known bug: a stateful step added to a stateless checkpoint is allowed by checkRestart but fails to load state (engine/query.go checkRestart, engine/execute.go openState)")
 	cp := localStore(t)
 	src := newSeq(10, 10, 4)
 	if _, err := runQuery(t, ReadStream(src), WithCheckpoint(cp), WithSink(memsink.New("raw")), WithTrigger(AvailableNow()), WithStatePartitions(4)); err != nil {

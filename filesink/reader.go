@@ -274,7 +274,14 @@ func Vacuum(ctx context.Context, table storage.Store, olderThan time.Duration, n
 		if strings.HasPrefix(in.Name, LogDir+"/") {
 			continue
 		}
-		if _, _, _, ok := ParseFileName(path.Base(in.Name)); !ok {
+		batch, _, _, ok := ParseFileName(path.Base(in.Name))
+		if !ok {
+			continue
+		}
+		if batch > st.version {
+			// A batch not committed yet: a crashed attempt's file that
+			// the batch's re-run rewrites under the same name and may
+			// commit while Vacuum runs. Never touch it.
 			continue
 		}
 		if _, live := st.live[in.Name]; live {

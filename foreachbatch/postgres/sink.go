@@ -105,6 +105,15 @@ func (s *Sink) Start(ctx context.Context, queryID string) error {
 	return s.guard.StartFor(ctx, queryID)
 }
 
+// Description names the sink for progress and logs: the kind, the target
+// table and, for the offsets-in-sink sink, the job. It holds no DSN.
+func (s *Sink) Description() string {
+	if s.guard != nil {
+		return "postgres[" + s.target.sql() + ", job " + s.guard.job + "]"
+	}
+	return "postgres[" + s.target.sql() + "]"
+}
+
 // ValidateSchema checks that the target table has a column of a compatible
 // type for every output column, and a unique index on the key columns,
 // creating the table first under CreateTables(true). A *ColumnError names

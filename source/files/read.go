@@ -106,11 +106,24 @@ func (r *readRun) open(f FileRecord) (string, *os.File, int64, error) {
 }
 
 func (r *readRun) readFile(f FileRecord) error {
-	path, fh, _, err := r.open(f)
+	path, fh, size, err := r.open(f)
 	if err != nil {
 		return err
 	}
 	defer fh.Close()
+	if r.s.format != Parquet && size > f.Size && f.Size > 0 {
+		// The file grew after it was taken. Its taken bytes are only a
+		// whole set of lines if they end in a newline; otherwise the last
+		// one was torn by a writer still writing, and parsing it as a
+		// complete row would take part of a value (12 of 1250) silently.
+		var last [1]byte
+		if _, err := fh.ReadAt(last[:], f.Size-1); err != nil {
+			return fmt.Errorf("files: read %s: %w", path, err)
+		}
+		if last[0] != '\n' {
+			return fmt.Errorf("%w: %s grew after it was taken (%d bytes then, %d now) and its last taken line is incomplete: the landing contract (write elsewhere, then rename) was broken", ErrFileChanged, path, f.Size, size)
+		}
+	}
 	switch r.s.format {
 	case JSON:
 		return r.readJSON(path, io.LimitReader(fh, f.Size))

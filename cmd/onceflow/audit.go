@@ -20,14 +20,6 @@ const auditUsage = "audit --checkpoint DIR --input kafka://HOST:PORT/TOPIC|files
 	"--output kafka://HOST:PORT/TOPIC|lake:DIR-or-s3://…|postgres://…?table=T|jsonl:FILE " +
 	"--key COL --value COL [--output-value COL] [--batch-column batch_id] [--source-index 0] [--input-format json|csv|parquet] [--json]"
 
-// auditSummary is audit's summary in commands() (main.go), whose line is
-//
-//	"audit": {auditSummary, auditCommand},
-const auditSummary = "reconcile a committed output with its input (exit 1 on a difference): audit --checkpoint DIR --input … --output … --key K --value V"
-
-// Keeps the command referenced until main.go lists it.
-var _ = command{auditSummary, auditCommand}
-
 // auditCommand reconciles one committed output of a query with its input;
 // it fails (exit 1) when they differ.
 func auditCommand(ctx context.Context, args []string, stdout io.Writer) error {

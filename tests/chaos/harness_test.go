@@ -35,7 +35,6 @@ var bins struct {
 	dir      string
 	onceflow string
 	prog     string
-	note     string
 }
 
 func TestMain(m *testing.M) {
@@ -58,26 +57,20 @@ func programs(t *testing.T) (onceflow, prog string) {
 		if bins.onceflow, bins.err = buildOnceflow(bins.dir); bins.err != nil {
 			return
 		}
-		bins.prog, bins.err = build(bins.dir, "github.com/onceflow/onceflow/tests/chaos/chaosprog", "")
+		bins.prog, bins.err = build(bins.dir, "github.com/onceflow/onceflow/tests/chaos/chaosprog")
 	})
 	if bins.err != nil {
 		t.Fatal(bins.err)
 	}
-	if bins.note != "" {
-		t.Log(bins.note)
-	}
 	return bins.onceflow, bins.prog
 }
 
-// build compiles pkg into dir. overlay, if set, is a go build -overlay file.
-func build(dir, pkg, overlay string) (string, error) {
+// build compiles pkg into dir.
+func build(dir, pkg string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
-	}
-	if overlay != "" {
-		args = append(args, "-overlay", overlay)
 	}
 	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Stderr = os.Stderr
@@ -87,37 +80,9 @@ func build(dir, pkg, overlay string) (string, error) {
 	return bin, nil
 }
 
-// buildOnceflow builds the onceflow command. Until cmd/onceflow/main.go
-// lists the audit command, the build overlays a main.go that does.
+// buildOnceflow builds the onceflow command.
 func buildOnceflow(dir string) (string, error) {
-	main, err := filepath.Abs("../../cmd/onceflow/main.go")
-	if err != nil {
-		return "", err
-	}
-	src, err := os.ReadFile(main)
-	if err != nil {
-		return "", err
-	}
-	if bytes.Contains(src, []byte(`"audit":`)) {
-		return build(dir, "github.com/onceflow/onceflow/cmd/onceflow", "")
-	}
-	anchor := []byte("\t\t\"kafka\":")
-	i := bytes.Index(src, anchor)
-	if i < 0 {
-		return "", errors.New("cmd/onceflow/main.go: cannot find where to list the audit command")
-	}
-	patched := append(append(append([]byte(nil), src[:i]...), []byte("\t\t\"audit\": {auditSummary, auditCommand},\n")...), src[i:]...)
-	pf := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(pf, patched, 0o644); err != nil {
-		return "", err
-	}
-	ov, _ := json.Marshal(map[string]any{"Replace": map[string]string{main: pf}})
-	of := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(of, ov, 0o644); err != nil {
-		return "", err
-	}
-	bins.note = "cmd/onceflow/main.go does not list audit yet: onceflow was built with an overlay that does"
-	return build(dir, "github.com/onceflow/onceflow/cmd/onceflow", of)
+	return build(dir, "github.com/onceflow/onceflow/cmd/onceflow")
 }
 
 // startBroker runs `onceflow kafka` as its own process.

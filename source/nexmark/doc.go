@@ -11,7 +11,7 @@
 // and Flink's Nexmark): each event draws from a java.util.Random-compatible
 // generator seeded with n; ids start at 1000; most bids go to a "hot"
 // auction (1 - 1/2) and come from a hot bidder (1 - 1/4); prices are
-// log-uniform between $0.01 and $10,000 (in cents: round(10^(6u)·100));
+// log-uniform between 100 and 10^8 (cents: round(10^(6u)·100), u uniform);
 // half of the bids carry one of four hot channels, the others one of
 // 10,000 channel-N, each with its URL; extra pads events to Nexmark's
 // average sizes (100 bytes a bid). Event n happens at

@@ -252,8 +252,10 @@ func partStatJSON(typ, s string) json.RawMessage {
 // attempts that the log never listed, files a rewrite removed (counted from
 // their removal when the log still records it) and files retention
 // dropped. Only names of the sink's own pattern (part-….parquet) outside
-// _onceflow_log/ are considered; an object of unknown age is kept.
-// olderThan must exceed the longest batch (a batch's files exist before its
+// _onceflow_log/ are considered; an object of unknown age is kept, and so
+// is a file of a batch id above the table's version, whatever its age: a
+// crashed attempt's file that the batch's re-run rewrites under the same
+// name and may commit while Vacuum runs. olderThan must exceed the longest batch (a batch's files exist before its
 // commit) and the longest reader of an older version. With dryRun it only
 // lists. It returns the names deleted (or that would be), sorted.
 func Vacuum(ctx context.Context, table storage.Store, olderThan time.Duration, now time.Time, dryRun bool) ([]string, error) {

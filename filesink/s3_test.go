@@ -30,7 +30,7 @@ func TestS3(t *testing.T) {
 		now = now.Add(time.Minute)
 	}
 	addBatch(t, ctx, s, mem, paySchema, 6, 9000, 9050, 50) // repeat: no-op
-	if err := table.Put(ctx, "day=2026-11-28/"+FileName(7, 0, 0, Zstd), []byte("stray")); err != nil {
+	if err := table.Put(ctx, "day=2026-11-28/"+FileName(2, 0, 9, Zstd), []byte("stray")); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := readAll(t, table)

@@ -292,7 +292,7 @@ func TestCompactionAndRetention(t *testing.T) {
 		t.Fatalf("rows %d", len(rows))
 	}
 	// Vacuum: the 4 dropped files (and a stray) are listed once old enough.
-	stray := filepath.Join(dir, "part-00000000000000000099-00000-00000.zstd.parquet")
+	stray := filepath.Join(dir, "part-00000000000000000000-00000-00099.zstd.parquet")
 	if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestCompactionAndRetention(t *testing.T) {
 	}
 	// The removes were recorded at the table's clock (January), so their
 	// removal is old at wall+2h.
-	if len(got) != 5 || !slices.Contains(got, "part-00000000000000000099-00000-00000.zstd.parquet") {
+	if len(got) != 5 || !slices.Contains(got, "part-00000000000000000000-00000-00099.zstd.parquet") {
 		t.Fatalf("dry run: %v", got)
 	}
 	if _, err := os.Stat(stray); err != nil {

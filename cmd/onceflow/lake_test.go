@@ -168,9 +168,9 @@ func TestLakeVacuum(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	oldStray := filesink.FileName(3, 0, 0, filesink.DefaultCompression)
-	hourStray := filesink.FileName(4, 0, 0, filesink.DefaultCompression)
-	freshStray := filesink.FileName(5, 0, 0, filesink.DefaultCompression)
+	oldStray := filesink.FileName(0, 0, 7, filesink.DefaultCompression)
+	hourStray := filesink.FileName(1, 0, 7, filesink.DefaultCompression)
+	freshStray := filesink.FileName(2, 0, 7, filesink.DefaultCompression)
 	put(oldStray, 8*24*time.Hour)
 	put(hourStray, 2*time.Hour)
 	put(freshStray, 0)

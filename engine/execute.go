@@ -69,6 +69,10 @@ type aggOperator struct {
 	evictCol    int
 	evictInKeys bool
 	expired     func(v, watermark int64) bool
+	// prune lists the input columns the operator needs (nil: all), and
+	// pruned is their schema.
+	prune  []int
+	pruned *arrow.Schema
 	// session windows
 	session *sessionState
 	// dedup: output columns in the input's order, taken from GroupBy output
@@ -230,8 +234,34 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 	gbIn := in
 	keys := st.keys
 	aggs := st.aggs
+	if st.dedup == notDedup {
+		// Only the keys, the aggregates' columns and the window's column
+		// go on: partitioning and windowing copy every column they get.
+		need := map[string]bool{}
+		for _, k := range keys {
+			need[k] = true
+		}
+		for _, ag := range aggs {
+			need[ag.Column] = true
+		}
+		if st.window != nil {
+			need[st.window.col] = true
+		}
+		var fields []arrow.Field
+		var idx []int
+		for i, f := range in.Fields() {
+			if need[f.Name] {
+				fields = append(fields, f)
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) < in.NumFields() && len(idx) > 0 {
+			gbIn = arrow.NewSchema(fields, nil)
+			a.prune, a.pruned = idx, gbIn
+		}
+	}
 	if st.window != nil {
-		w, err := batch.NewWindowAssigner(cfg.mem, in, st.window.col, st.window.size, st.window.slide)
+		w, err := batch.NewWindowAssigner(cfg.mem, gbIn, st.window.col, st.window.size, st.window.slide)
 		if err != nil {
 			return nil, err
 		}
@@ -362,6 +392,7 @@ func (a *aggOperator) openState(ctx context.Context, cfg *config, committed int6
 				SnapshotEvery:       cfg.snapshotEvery,
 				MinVersionsToRetain: cfg.minBatchesToRetain,
 				Allocator:           cfg.mem,
+				UniqueUpserts:       true, // a group-by's changes hold each key once
 			})
 			if err != nil {
 				return fmt.Errorf("operator %s partition %d: %w", a.step.id, p, err)
@@ -418,6 +449,15 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	if ex.agg == nil {
 		return ex.emit(ctx, cur)
+	}
+	if a := ex.agg; a.prune != nil {
+		cols := make([]arrow.Array, len(a.prune))
+		for i, c := range a.prune {
+			cols[i] = cur.Column(c)
+		}
+		next := array.NewRecordBatch(a.pruned, cols, cur.NumRows())
+		cur.Release()
+		cur = next
 	}
 	if w := ex.agg.window; w != nil {
 		next, err := w.Apply(ctx, cur)

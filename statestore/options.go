@@ -36,6 +36,11 @@ type Options struct {
 	// Allocator allocates every Arrow buffer the store creates. Default
 	// memory.DefaultAllocator.
 	Allocator memory.Allocator
+	// UniqueUpserts says the caller never passes a key twice among one
+	// commit's upserts (a hash group-by's changes cannot repeat a key), so
+	// a commit without deletes skips the duplicate-key check, which builds
+	// a map of every changed key. A commit with deletes is always checked.
+	UniqueUpserts bool
 }
 
 // EnsureDefaults fills the zero fields with their defaults.

@@ -164,8 +164,10 @@ func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arro
 			dels = append(dels, recast(s.keySchema, deletes))
 		}
 	}
-	if err := s.checkUniqueKeys(ups, dels); err != nil {
-		return fmt.Errorf("statestore: commit version %d: %w", version, err)
+	if len(dels) > 0 || !s.opts.UniqueUpserts {
+		if err := s.checkUniqueKeys(ups, dels); err != nil {
+			return fmt.Errorf("statestore: commit version %d: %w", version, err)
+		}
 	}
 	data, err := encodeFile(kindDelta, version, []section{{schema: s.rowSchema, recs: ups}, {schema: s.keySchema, recs: dels}}, s.mem)
 	if err != nil {

@@ -44,5 +44,5 @@ if [ $# -eq 0 ]; then
 	# The benchmark module (its own go.mod, with DuckDB): the agreement
 	# checks between streamed and reference results, at small scale.
 	echo "== bench: go vet, go test" >&2
-	(cd bench && go vet ./... && go test -timeout 10m ./...)
+	(cd bench && go vet ./... && go test -race -timeout 10m ./...)
 fi

@@ -121,7 +121,13 @@ func (s *Sink) Description() string {
 func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 	ctx, cancel := context.WithTimeout(context.Background(), validateTimeout)
 	defer cancel()
-	if _, err := s.ap.planFor(ctx, s.pool, schema); err != nil {
+	// A lost connection (or a restarting server) is retried like a batch;
+	// a table that does not fit fails at once.
+	_, err := s.retry.do(ctx, "validate "+s.target.sql(), func(ctx context.Context) error {
+		_, err := s.ap.planFor(ctx, s.pool, schema)
+		return err
+	})
+	if err != nil {
 		return s.scrub.err(wrapOp("validate "+s.target.sql(), err))
 	}
 	return nil

@@ -31,23 +31,14 @@ import (
 	"os"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/examples/internal/payments"
 	"github.com/onceflow/onceflow/internal/kafkadev"
 	"github.com/onceflow/onceflow/kafkasink"
 	"github.com/onceflow/onceflow/source/kafka"
 	"github.com/onceflow/onceflow/storage"
 )
-
-// PaymentSchema is the declared schema of a payment value.
-var PaymentSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "payment_id", Type: arrow.BinaryTypes.String},
-	{Name: "merchant_id", Type: arrow.BinaryTypes.String},
-	{Name: "amount_cents", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
-}, nil)
 
 func main() {
 	if err := run(); err != nil {
@@ -98,7 +89,7 @@ func run() error {
 	}
 	defer cp.Close()
 
-	srcOpts := []kafka.Option{kafka.Brokers(addrs...), kafka.Topics(*paymentsTopic), kafka.ValueJSON(PaymentSchema), kafka.Logger(logger)}
+	srcOpts := []kafka.Option{kafka.Brokers(addrs...), kafka.Topics(*paymentsTopic), kafka.ValueJSON(payments.Schema), kafka.Logger(logger)}
 	if *maxPerTrigger > 0 {
 		srcOpts = append(srcOpts, kafka.MaxOffsetsPerTrigger(*maxPerTrigger))
 	}

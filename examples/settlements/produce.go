@@ -8,24 +8,18 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// Payment is one payment as it arrives in the payments topic.
-type Payment struct {
-	PaymentID   string `json:"payment_id"`
-	MerchantID  string `json:"merchant_id"`
-	AmountCents int64  `json:"amount_cents"`
-	TS          string `json:"ts"`
-}
+	"github.com/onceflow/onceflow/examples/internal/payments"
+)
 
 // MakePayments returns n payments drawn from seed: merchants m-0…m-(k-1),
 // amounts 1..100000 cents.
-func MakePayments(n, merchants int, seed uint64) []Payment {
+func MakePayments(n, merchants int, seed uint64) []payments.Payment {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	base := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	out := make([]Payment, n)
+	out := make([]payments.Payment, n)
 	for i := range out {
-		out[i] = Payment{
+		out[i] = payments.Payment{
 			PaymentID:   fmt.Sprintf("p-%d-%d", seed, i),
 			MerchantID:  fmt.Sprintf("m-%d", rng.IntN(merchants)),
 			AmountCents: 1 + rng.Int64N(100000),

@@ -279,8 +279,8 @@ func checkWindowsOnce(t *testing.T, out map[string][]byte) {
 }
 
 // TestCrashRandom kills the process at random moments (SIGKILL from the
-// test) until it has been killed -crash.random times, then lets it finish,
-// and compares the sink with a run that never crashed.
+// test) until it finishes, and compares the sink with a run that never
+// crashed; it repeats on fresh checkpoints until -crash.random kills landed.
 func TestCrashRandom(t *testing.T) {
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
 	args := func(cp, out string) []string {
@@ -293,27 +293,37 @@ func TestCrashRandom(t *testing.T) {
 	full := time.Since(start)
 	want, _ := readOut(t, refOut)
 
-	out := t.TempDir()
-	c := crashRun{bin: bin, args: args(t.TempDir(), out)}
 	rng := rand.New(rand.NewPCG(1, 2))
-	kills, runs := 0, 0
-	for ; runs < 10000; runs++ {
-		var after time.Duration
-		if kills < *randomKills {
-			// Mostly short lives, so kills land in every phase of the
-			// protocol, including startup and recovery.
-			after = 5*time.Millisecond + time.Duration(rng.Int64N(int64(full/10)))
+	kills, runs, rounds, repeats := 0, 0, 0, 0
+	for kills < *randomKills && rounds < 1000 {
+		rounds++
+		out := t.TempDir()
+		c := crashRun{bin: bin, args: args(t.TempDir(), out)}
+		roundKills := 0
+		for ; runs < 100000; runs++ {
+			var after time.Duration
+			if roundKills < 15 {
+				// Mostly short lives, so kills land in every phase of the
+				// protocol, including startup and recovery.
+				after = 5*time.Millisecond + time.Duration(rng.Int64N(int64(full/10)))
+			}
+			killed, _ := c.once(t, "", after)
+			if !killed {
+				runs++
+				break
+			}
+			roundKills++
 		}
-		killed, _ := c.once(t, "", after)
-		if !killed {
-			break
+		kills += roundKills
+		got, r := readOut(t, out)
+		repeats += r
+		compareOut(t, want, got)
+		if t.Failed() {
+			return
 		}
-		kills++
 	}
-	got, repeats := readOut(t, out)
-	compareOut(t, want, got)
 	if kills < *randomKills {
-		t.Errorf("only %d random kills landed before the run finished; want %d", kills, *randomKills)
+		t.Errorf("only %d random kills landed in %d rounds; want %d", kills, rounds, *randomKills)
 	}
-	t.Logf("%d random kills over %d runs (a clean run takes %s), %d repeated batches absorbed", kills, runs+1, full, repeats)
+	t.Logf("%d random kills over %d runs in %d rounds (a clean run takes %s), %d repeated batches absorbed", kills, runs, rounds, full, repeats)
 }

@@ -38,11 +38,11 @@ echo "== staticcheck" >&2
 staticcheck "${pkgs[@]}"
 echo "== go test -race" >&2
 # shellcheck disable=SC2086
-go test -race -timeout 14m ${ONCEFLOW_TEST_FLAGS:-} "${pkgs[@]}"
+go test -race -count=1 -timeout 14m ${ONCEFLOW_TEST_FLAGS:-} "${pkgs[@]}"
 
 if [ $# -eq 0 ]; then
 	# The benchmark module (its own go.mod, with DuckDB): the agreement
 	# checks between streamed and reference results, at small scale.
 	echo "== bench: go vet, go test" >&2
-	(cd bench && go vet ./... && go test -race -timeout 10m ./...)
+	(cd bench && go vet ./... && go test -race -count=1 -timeout 10m ./...)
 fi

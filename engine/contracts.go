@@ -114,3 +114,14 @@ type SchemaValidator interface {
 type SourceIdentifier interface {
 	SourceID() string
 }
+
+// SinkPosition is implemented by a sink that knows the newest batch id it
+// has applied (a file sink's log version, an offsets-in-sink progress row, a
+// Kafka sink's committed marker). The engine asks after Start and refuses to
+// run when the sink is ahead of the checkpoint's newest plan: the checkpoint
+// is older than the output (restored from a copy, say), and re-planned batch
+// ids would be skipped by the sink as already applied. ok is false when the
+// sink has applied nothing.
+type SinkPosition interface {
+	LastBatchID(ctx context.Context) (id int64, ok bool, err error)
+}

@@ -410,3 +410,29 @@ func TestBatchIDColumn(t *testing.T) {
 		t.Fatalf("batches %v", sink.BatchIDs())
 	}
 }
+
+// aheadSink claims to have applied batches up to last.
+type aheadSink struct {
+	*memsink.Sink
+	last int64
+}
+
+func (a *aheadSink) LastBatchID(context.Context) (int64, bool, error) { return a.last, a.last >= 0, nil }
+
+func TestSinkAheadOfCheckpointIsRefused(t *testing.T) {
+	cp := localStore(t)
+	src := newSeq(30, 10, 3)
+	if _, err := runQuery(t, ReadStream(src), WithCheckpoint(cp), WithSink(memsink.New("a")), WithTrigger(AvailableNow())); err != nil {
+		t.Fatal(err)
+	}
+	// The checkpoint planned batches 0..2. A sink at 3 (batch 3 applied
+	// from a newer copy of the checkpoint) must stop the query; a sink at 2
+	// is in step.
+	_, err := runQuery(t, ReadStream(src), WithCheckpoint(cp), WithSink(&aheadSink{Sink: memsink.New("b"), last: 3}), WithTrigger(AvailableNow()))
+	if !errors.Is(err, ErrIncompatibleRestart) || !strings.Contains(err.Error(), "has applied batch 3") {
+		t.Fatalf("sink ahead of the checkpoint: %v", err)
+	}
+	if _, err := runQuery(t, ReadStream(src), WithCheckpoint(cp), WithSink(&aheadSink{Sink: memsink.New("c"), last: 2}), WithTrigger(AvailableNow())); err != nil {
+		t.Fatalf("sink in step with the checkpoint: %v", err)
+	}
+}

@@ -254,6 +254,24 @@ func (r *run) main(ctx context.Context) error {
 			}
 		}
 	}
+	newest := int64(-1) // the newest planned batch
+	if havePlan {
+		newest = lastPlanID
+	}
+	for _, s := range starting {
+		p, ok := s.(SinkPosition)
+		if !ok {
+			continue
+		}
+		id, has, err := p.LastBatchID(ctx)
+		if err != nil {
+			return fmt.Errorf("engine: sink %s: read its last applied batch: %w", describe(s), err)
+		}
+		if has && id > newest {
+			return fmt.Errorf("%w: sink %s has applied batch %d, but the checkpoint %s has planned only up to %d; the checkpoint is older than the output (restored from a copy?) and its next batches would be skipped as already applied. Use the checkpoint that wrote the output, or a new output",
+				ErrIncompatibleRestart, describe(s), id, storage.Redact(cfg.checkpoint.URL()), newest)
+		}
+	}
 	if r.ex.agg != nil {
 		if err := r.ex.agg.openState(ctx, cfg, r.committed); err != nil {
 			return fmt.Errorf("engine: %w", err)

@@ -80,6 +80,17 @@ func (s *Sink) Start(ctx context.Context, queryID string) error {
 	return nil
 }
 
+// LastBatchID reports the table's version: the newest batch its log holds.
+func (s *Sink) LastBatchID(ctx context.Context) (int64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.state(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	return st.version, st.version >= 0, nil
+}
+
 // ValidateSchema reports whether the sink can write rows of schema: every
 // column of a supported type, every partition column present.
 func (s *Sink) ValidateSchema(schema *arrow.Schema) error {

@@ -131,6 +131,13 @@ func (s *Sink) LastCommitted() int64 {
 	return s.mu.last
 }
 
+// LastBatchID reports the newest committed batch marker Start found (or a
+// later AddBatch committed).
+func (s *Sink) LastBatchID(context.Context) (int64, bool, error) {
+	id := s.LastCommitted()
+	return id, id >= 0, nil
+}
+
 // Start checks the configuration against the cluster, initialises the
 // transactional producer (fencing any older instance with the same
 // transactional id and aborting its open transaction) and reads the last

@@ -105,6 +105,19 @@ func (s *Sink) Start(ctx context.Context, queryID string) error {
 	return s.guard.StartFor(ctx, queryID)
 }
 
+// LastBatchID reports the newest batch the job applied (offsets-in-sink
+// only; an upsert sink keeps no progress).
+func (s *Sink) LastBatchID(ctx context.Context) (int64, bool, error) {
+	if s.guard == nil {
+		return 0, false, nil
+	}
+	id, err := s.guard.Applied(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	return id, id >= 0, nil
+}
+
 // Description names the sink for progress and logs: the kind, the target
 // table and, for the offsets-in-sink sink, the job. It holds no DSN.
 func (s *Sink) Description() string {

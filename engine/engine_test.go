@@ -417,7 +417,9 @@ type aheadSink struct {
 	last int64
 }
 
-func (a *aheadSink) LastBatchID(context.Context) (int64, bool, error) { return a.last, a.last >= 0, nil }
+func (a *aheadSink) LastBatchID(context.Context) (int64, bool, error) {
+	return a.last, a.last >= 0, nil
+}
 
 func TestSinkAheadOfCheckpointIsRefused(t *testing.T) {
 	cp := localStore(t)

@@ -161,22 +161,26 @@ func EventTimesMillis(rec arrow.RecordBatch, idx int) (ms []int64, valid []bool,
 		return nil, nil, fmt.Errorf("batch: event-time column %q is %s, not a timestamp", rec.ColumnName(idx), rec.Column(idx).DataType())
 	}
 	unit := col.DataType().(*arrow.TimestampType).Unit
-	per := int64(time.Millisecond) / int64(unit.Multiplier()) // units per ms, 0 for seconds
 	vals := col.TimestampValues()
 	ms = make([]int64, len(vals))
 	valid = make([]bool, len(vals))
 	for i, v := range vals {
 		valid[i] = col.IsValid(i)
-		switch {
-		case unit == arrow.Second:
-			ms[i] = int64(v) * 1000
-		case unit == arrow.Millisecond:
-			ms[i] = int64(v)
-		default:
-			ms[i] = floorDiv(int64(v), per)
-		}
+		ms[i] = TimestampMillis(int64(v), unit)
 	}
 	return ms, valid, nil
+}
+
+// TimestampMillis converts a timestamp value of unit to Unix milliseconds,
+// rounding down (so a time before 1970 stays before its millisecond).
+func TimestampMillis(v int64, unit arrow.TimeUnit) int64 {
+	switch unit {
+	case arrow.Second:
+		return v * 1000
+	case arrow.Millisecond:
+		return v
+	}
+	return floorDiv(v, int64(time.Millisecond)/int64(unit.Multiplier()))
 }
 
 // FilterRows returns the rows of rec whose keep entry is true.

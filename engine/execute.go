@@ -776,7 +776,7 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 			}
 			unit := ts.DataType().(*arrow.TimestampType).Unit
 			for i, v := range ts.TimestampValues() {
-				out[i] = !a.expired(toMillis(int64(v), unit), ex.watermark)
+				out[i] = !a.expired(batch.TimestampMillis(int64(v), unit), ex.watermark)
 			}
 		})
 		if ferr != nil {
@@ -798,21 +798,6 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 			out[i] = !a.expired(t, ex.watermark)
 		}
 	})
-}
-
-func toMillis(v int64, unit arrow.TimeUnit) int64 {
-	switch unit {
-	case arrow.Second:
-		return v * 1000
-	case arrow.Millisecond:
-		return v
-	}
-	per := int64(time.Millisecond) / int64(unit.Multiplier())
-	q := v / per
-	if v%per != 0 && v < 0 {
-		q--
-	}
-	return q
 }
 
 // dedupOutput returns the rows of keys first seen in this batch, as the

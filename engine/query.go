@@ -722,7 +722,7 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 	}
 	p := Progress{
 		ID: r.cp.meta.ID, RunID: r.runID, Name: r.cfg.name,
-		Timestamp:       time.UnixMilli(plan.TimestampMs).UTC().Format("2006-01-02T15:04:05.000Z"),
+		Timestamp:       fmtMillis(plan.TimestampMs),
 		BatchID:         id,
 		BatchDurationMs: total.Milliseconds(),
 		NumInputRows:    in,
@@ -733,7 +733,7 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 		p.ProcessedRowsPerSecond = float64(in) / secs
 	}
 	if prev := r.q.LastProgress(); prev != nil {
-		if prevT, err := time.Parse("2006-01-02T15:04:05.000Z", prev.Timestamp); err == nil {
+		if prevT, err := time.Parse(millisLayout, prev.Timestamp); err == nil {
 			if d := time.UnixMilli(plan.TimestampMs).Sub(prevT).Seconds(); d > 0 {
 				p.InputRowsPerSecond = float64(in) / d
 			}
@@ -787,8 +787,11 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 	}
 }
 
+// millisLayout is how progress records print times (UTC, milliseconds).
+const millisLayout = "2006-01-02T15:04:05.000Z"
+
 func fmtMillis(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+	return time.UnixMilli(ms).UTC().Format(millisLayout)
 }
 
 func mustEncode(v any) []byte {

@@ -362,7 +362,7 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 	defer final.Release()
 	ends := make([]int64, final.NumRows())
 	for g, t := range tsValues(final.Column(ss.nKeys + 2)) {
-		ends[g] = toMillis(int64(t)+ss.gap, ss.unit)
+		ends[g] = batch.TimestampMillis(int64(t)+ss.gap, ss.unit)
 	}
 	closed := make([]bool, len(ends))
 	anyClosed := false

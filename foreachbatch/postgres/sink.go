@@ -55,6 +55,10 @@ func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...
 	}
 	s := &Sink{pool: pool, target: table{schema: cfg.schema, name: tableName}, guard: g, cfg: cfg, scrub: g.scrub}
 	s.ap = newApplier(s.target, &s.cfg)
+	// ValidateSchema retries through the sink's own retrier (batches go
+	// through the guard's); Stats reports the guard's counters, so both
+	// count there.
+	s.retry = retrier{cfg: &s.cfg, scrub: s.scrub, onWait: func() { g.count.retries.Add(1) }}
 	return s, nil
 }
 

@@ -691,3 +691,42 @@ func TestCreateTableInLostTransaction(t *testing.T) {
 		t.Errorf("total %v, want 5", got)
 	}
 }
+
+// TestValidateSchemaRetriesLostConnection kills the pool's idle backend
+// before ValidateSchema, for both kinds of sink: the first statement meets
+// a dead connection and the check is retried, not failed (and not a panic:
+// the offsets-in-sink sink once had no retrier for it).
+func TestValidateSchemaRetriesLostConnection(t *testing.T) {
+	for _, kind := range []string{"offsets-in-sink", "upsert"} {
+		t.Run(kind, func(t *testing.T) {
+			pool, admin := testenv.PG(t), testenv.PG(t)
+			ctx := ctxT(t)
+			var s *Sink
+			var err error
+			if kind == "upsert" {
+				s, err = NewUpsert(pool, "totals", KeyColumns("k"), CreateTables(true), Retry(4, 0, 0))
+			} else {
+				s, err = NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), Retry(4, 0, 0))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := conn.Conn().PgConn().PID()
+			conn.Release()
+			var ok bool
+			if err := admin.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+				t.Fatalf("terminate backend %d: %v %v", pid, ok, err)
+			}
+			if err := s.ValidateSchema(kvSchema); err != nil {
+				t.Fatal(err)
+			}
+			if st := s.Stats(); st.Retries < 1 {
+				t.Errorf("stats %+v: want the validation retried", st)
+			}
+		})
+	}
+}

@@ -237,6 +237,15 @@ func TestPGTerminate(t *testing.T) {
 	defer cp.Close()
 
 	var terminated atomic.Int64
+	// terminate kills the sink's own backends: other tests share the role.
+	terminate := func() {
+		var n int64
+		err := admin.QueryRow(context.Background(),
+			"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()", app).Scan(&n)
+		if err == nil {
+			terminated.Add(n)
+		}
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -250,13 +259,7 @@ func TestPGTerminate(t *testing.T) {
 				return
 			case <-tk.C:
 			}
-			var n int64
-			// Only the sink's own connections: other tests share the role.
-			err := admin.QueryRow(context.Background(),
-				"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()", app).Scan(&n)
-			if err == nil {
-				terminated.Add(n)
-			}
+			terminate()
 		}
 	}()
 	sinkURL := withParam(pgURL, "application_name="+app)
@@ -273,6 +276,10 @@ func TestPGTerminate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The ticker alone may miss a run that finishes quickly: kill the
+		// pool's idle connection (opened by the table setup) before every
+		// run, so the first statement of each run meets a dead backend.
+		terminate()
 		err = runInProcess(t, cp, c.Addrs(), sink)
 		pool.Close()
 		if err == nil {

@@ -97,4 +97,3 @@ func BenchmarkGoMapStringBaseline(b *testing.B) {
 		})
 	}
 }
-

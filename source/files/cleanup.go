@@ -15,21 +15,20 @@ import (
 
 // Commit implements the engine's SourceCommitter: after the batch ending at
 // end committed, it archives or deletes (WithCleanup) the files of every
-// entry up to end not cleaned up yet, then records how far it got. Without
-// WithCleanup it does nothing.
+// entry up to end not cleaned up yet and records how far it got, then
+// compacts the files log when end reached a compaction boundary
+// (WithLogCompactInterval).
 //
 // It is idempotent: a file already moved or removed is skipped, and a file
 // whose size or modification time differs from the logged one is a new
-// file under a reused name and is left alone. A crash in the middle and a
+// file under a reused name and is left alone; a compact entry is written
+// put-if-absent with the same bytes on every attempt, and the objects it
+// replaces are deleted only once it is durable. A crash in the middle and a
 // second call are harmless.
 func (s *Source) Commit(ctx context.Context, end json.RawMessage) error {
 	k, err := DecodeOffset(end)
 	if err != nil {
 		return err
-	}
-	cl := s.cfg.cleanup
-	if cl == (Cleanup{}) {
-		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -39,7 +38,17 @@ func (s *Source) Commit(ctx context.Context, end json.RawMessage) error {
 	if k > s.mu.latest {
 		return fmt.Errorf("%w: commit logOffset %d is beyond the files log (latest %d)", ErrBadOffset, k, s.mu.latest)
 	}
-	if k <= s.mu.cleaned {
+	if err := s.cleanupThrough(ctx, k); err != nil {
+		return err
+	}
+	return s.compactThrough(ctx, k)
+}
+
+// cleanupThrough archives or deletes the files of the entries up to k not
+// cleaned up yet, then records how far it got. s.mu is held.
+func (s *Source) cleanupThrough(ctx context.Context, k int64) error {
+	cl := s.cfg.cleanup
+	if cl == (Cleanup{}) || k <= s.mu.cleaned {
 		return nil
 	}
 	if cl.archive != "" {
@@ -51,6 +60,7 @@ func (s *Source) Commit(ctx context.Context, end json.RawMessage) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// A forgotten entry (WithMaxFileAge) has no files left to name.
 		for i, f := range s.mu.entries[j] {
 			if err := s.cleanOne(f); err != nil {
 				return err

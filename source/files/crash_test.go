@@ -22,14 +22,14 @@ const crashChildEnv = "ONCEFLOW_FILES_CRASH_CHILD" // landing|archive|checkpoint
 
 // drive plays the engine: plan with LatestOffset from the last recorded
 // end (the wal file), read, record the end, commit; until nothing is new.
-// It returns the ids read.
+// It compacts the files log every 2 entries. It returns the ids read.
 func drive(t testing.TB, landingDir, archive, cp, wal string) []int64 {
 	ctx := context.Background()
 	st, err := storage.OpenLocal(cp, storage.LocalOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(landingDir, JSON, payments(), WithMaxFilesPerTrigger(2), WithCleanup(Archive(archive)))
+	s, err := New(landingDir, JSON, payments(), WithMaxFilesPerTrigger(2), WithCleanup(Archive(archive)), WithLogCompactInterval(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,8 @@ func TestCrashChild(t *testing.T) {
 
 // TestCrashAtFaultPoints kills a real process at each fault point, then
 // finishes the run in this one, and checks that every file was taken by
-// exactly one entry, read, and archived.
+// exactly one entry, read, and archived, and that the compactions left
+// only the newest compact entry and the plain entries after it.
 func TestCrashAtFaultPoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -99,7 +100,7 @@ func TestCrashAtFaultPoints(t *testing.T) {
 				if err := os.Mkdir(landingDir, 0o755); err != nil {
 					t.Fatal(err)
 				}
-				const files = 5
+				const files = 7 // entries 0…3: compactions through 1 and 3
 				for i := range files {
 					landing(t, landingDir, fmt.Sprintf("f%d.json", i), fmt.Sprintf(`{"id":%d,"amount_cents":1,"ts":"2026-11-30T10:00:00Z"}`+"\n", i), time.Duration(i)*time.Second)
 				}
@@ -141,10 +142,30 @@ func TestCrashAtFaultPoints(t *testing.T) {
 				if got := listDir(t, landingDir); got != "[]" {
 					t.Fatalf("landing still holds %s", got)
 				}
-				if got := listDir(t, archive); got != "[f0.json f1.json f2.json f3.json f4.json]" {
+				if got := listDir(t, archive); got != "[f0.json f1.json f2.json f3.json f4.json f5.json f6.json]" {
 					t.Fatalf("archive holds %s", got)
+				}
+				if s.mu.latest != 3 || s.mu.compacted != 3 || s.mu.stale {
+					t.Fatalf("latest %d, compacted %d, stale %v; want 3, 3, false", s.mu.latest, s.mu.compacted, s.mu.stale)
+				}
+				if got := objects(t, st, "sources/0/"); got != "[sources/0/cleanup sources/0/compact/00000000000000000003]" {
+					t.Fatalf("checkpoint holds %s", got)
 				}
 			})
 		}
 	}
+}
+
+// objects lists the names under prefix in st.
+func objects(t testing.TB, st storage.Store, prefix string) string {
+	t.Helper()
+	infos, err := st.List(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(infos))
+	for i, in := range infos {
+		names[i] = in.Name
+	}
+	return fmt.Sprint(names)
 }

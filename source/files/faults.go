@@ -8,7 +8,15 @@ const (
 	// FaultMidCleanup: the first file of a committed batch was archived or
 	// deleted, the others not, and the cleanup record not advanced.
 	FaultMidCleanup = "files-mid-cleanup"
+	// FaultAfterCompact: compact/<c> is durable, none of the entries it
+	// covers deleted yet.
+	FaultAfterCompact = "files-after-compact"
+	// FaultAfterLogPurge: the plain entries compact/<c> covers were
+	// deleted, the older compact entries not.
+	FaultAfterLogPurge = "files-after-log-purge"
 )
 
 // FaultPoints returns the names of the package's fault points.
-func FaultPoints() []string { return []string{FaultAfterLog, FaultMidCleanup} }
+func FaultPoints() []string {
+	return []string{FaultAfterLog, FaultMidCleanup, FaultAfterCompact, FaultAfterLogPurge}
+}

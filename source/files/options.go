@@ -62,6 +62,8 @@ type config struct {
 	glob         string
 	maxFiles     int
 	minAge       time.Duration
+	maxAge       time.Duration
+	compactEvery int
 	cleanup      Cleanup
 	deadLetter   string
 	layout       string
@@ -79,6 +81,7 @@ func defaults(f Format) config {
 		csvHeader:    true,
 		csvDelimiter: ',',
 		batchSize:    64 * 1024,
+		compactEvery: DefaultLogCompactInterval,
 		clock:        time.Now,
 		mem:          memory.DefaultAllocator,
 	}
@@ -94,6 +97,12 @@ func (c *config) validate() error {
 	}
 	if c.minAge < 0 {
 		errs = append(errs, fmt.Errorf("%w: min file age %v is negative", ErrBadOption, c.minAge))
+	}
+	if c.maxAge < 0 {
+		errs = append(errs, fmt.Errorf("%w: max file age %v is negative", ErrBadOption, c.maxAge))
+	}
+	if c.compactEvery < 1 {
+		errs = append(errs, fmt.Errorf("%w: log compact interval %d is not positive", ErrBadOption, c.compactEvery))
 	}
 	if c.cleanup.archive == "" && c.cleanup != (Cleanup{}) && !c.cleanup.remove {
 		errs = append(errs, fmt.Errorf("%w: bad cleanup", ErrBadOption))
@@ -132,6 +141,30 @@ func WithMaxFilesPerTrigger(n int) Option { return func(c *config) { c.maxFiles 
 // WithMinFileAge makes LatestOffset skip files modified less than d ago
 // (by the WithClock clock), for writers that cannot rename. Default 0.
 func WithMinFileAge(d time.Duration) Option { return func(c *config) { c.minAge = d } }
+
+// DefaultLogCompactInterval is how many files log entries lie between two
+// compactions unless WithLogCompactInterval says otherwise.
+const DefaultLogCompactInterval = 10
+
+// WithLogCompactInterval makes Commit compact the files log every n
+// entries: entry k with (k+1) a multiple of n, once committed, is folded
+// with everything before it into compact/<k>, and the plain entries it
+// covers are deleted, so the checkpoint folder holds O(n) objects and
+// OpenCheckpoint reads at most one compact entry and the plain entries
+// after it. Default DefaultLogCompactInterval (10); n must be at least 1.
+// The interval may change between runs.
+func WithLogCompactInterval(n int) Option { return func(c *config) { c.compactEvery = n } }
+
+// WithMaxFileAge bounds the memory of taken names, as Spark's maxFileAge:
+// with N the newest modification time of any file taken so far, a file
+// modified before N-d is never taken (listing ignores it), and a
+// compaction forgets every committed entry whose files are all older than
+// N-d (N over the entries it compacts). A forgotten name is no longer
+// remembered, so a file that reappears under it with a recent modification
+// time is taken as new, and a Read of a forgotten entry fails with
+// ErrBadOffset. Default 0: every name is remembered for as long as the
+// checkpoint lives and a name once taken is never taken again.
+func WithMaxFileAge(d time.Duration) Option { return func(c *config) { c.maxAge = d } }
 
 // WithCleanup archives or deletes the files of each batch after it commits
 // (see Commit). Default: files stay where they are.

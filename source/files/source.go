@@ -54,14 +54,23 @@ type Source struct {
 
 	mu struct {
 		sync.Mutex
-		store    storage.Store
-		log      *offsetlog.Log[LogEntry]
-		entries  map[int64][]FileRecord
-		latest   int64 // highest logged entry, -1 for none
-		taken    map[string]struct{}
-		cleaned  int64               // entries up to here were cleaned up
-		snapshot map[string]struct{} // AvailableNow: the eligible names then; nil otherwise
-		dead     storage.Store       // dead-letter directory, opened on first use
+		store   storage.Store
+		log     *offsetlog.Log[LogEntry]
+		clog    *offsetlog.Log[compactEntry]
+		entries map[int64][]FileRecord // remembered entries: compacted and plain
+		latest  int64                  // highest logged entry, -1 for none
+		taken   map[string]struct{}
+		cleaned int64 // entries up to here were cleaned up
+		// compacted is the newest compact entry, -1 for none; an entry up
+		// to it that entries lacks was forgotten (WithMaxFileAge).
+		compacted int64
+		// newest is the newest modification time of a file ever taken,
+		// compactNewest the same over entries up to compacted; noneTaken
+		// before the first.
+		newest, compactNewest int64
+		stale                 bool                // objects compacted made obsolete remain on disk
+		snapshot              map[string]struct{} // AvailableNow: the eligible names then; nil otherwise
+		dead                  storage.Store       // dead-letter directory, opened on first use
 	}
 }
 
@@ -103,6 +112,8 @@ func New(dir string, format Format, schema *arrow.Schema, opts ...Option) (*Sour
 	s := &Source{dir: abs, format: format, schema: schema, cols: cols, cfg: cfg}
 	s.mu.latest = -1
 	s.mu.cleaned = -1
+	s.mu.compacted = -1
+	s.mu.newest, s.mu.compactNewest = noneTaken, noneTaken
 	return s, nil
 }
 
@@ -146,27 +157,15 @@ func (s *Source) InitialOffset(context.Context) (json.RawMessage, error) {
 }
 
 // OpenCheckpoint implements the engine's SourceCheckpointer: it loads the
-// files log under store (the source's own folder of the checkpoint) and
-// rebuilds the set of taken file names from it.
+// files log under store (the source's own folder of the checkpoint), that
+// is the newest compact entry and the plain entries after it, and
+// rebuilds the set of taken file names from them. It writes nothing.
 func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error {
 	log := offsetlog.New[LogEntry](store, logDir)
-	ids, err := log.List(ctx)
+	clog := offsetlog.New[compactEntry](store, compactDir)
+	l, err := loadLog(ctx, store, log, clog)
 	if err != nil {
 		return fmt.Errorf("files: open checkpoint: %w", err)
-	}
-	entries := make(map[int64][]FileRecord, len(ids))
-	taken := make(map[string]struct{})
-	latest := int64(-1)
-	for _, id := range ids {
-		e, err := log.Get(ctx, id)
-		if err != nil {
-			return fmt.Errorf("files: open checkpoint: %w", err)
-		}
-		entries[id] = e.Files
-		for _, f := range e.Files {
-			taken[f.Name] = struct{}{}
-		}
-		latest = id
 	}
 	cleaned := int64(-1)
 	data, err := store.Get(ctx, cleanupName)
@@ -182,8 +181,9 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.store, s.mu.log = store, log
-	s.mu.entries, s.mu.taken, s.mu.latest, s.mu.cleaned = entries, taken, latest, cleaned
+	s.mu.store, s.mu.log, s.mu.clog = store, log, clog
+	s.mu.entries, s.mu.taken, s.mu.latest, s.mu.cleaned = l.entries, takenNames(l.entries), l.latest, cleaned
+	s.mu.compacted, s.mu.newest, s.mu.compactNewest, s.mu.stale = l.compacted, l.newest, l.compactNewest, l.stale
 	return nil
 }
 
@@ -222,6 +222,7 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 	s.mu.entries[next] = fresh
 	for _, f := range fresh {
 		s.mu.taken[f.Name] = struct{}{}
+		s.mu.newest = max(s.mu.newest, f.ModTime)
 	}
 	s.mu.latest = next
 	return EncodeOffset(next), nil
@@ -245,7 +246,7 @@ func (s *Source) PrepareAvailableNow(context.Context) error {
 }
 
 // listEligible lists the landing files that match the landing contract, in
-// (mod time, name) order.
+// (mod time, name) order. s.mu is held.
 func (s *Source) listEligible() ([]FileRecord, error) {
 	des, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -254,6 +255,10 @@ func (s *Source) listEligible() ([]FileRecord, error) {
 	var cutoff int64
 	if s.cfg.minAge > 0 {
 		cutoff = s.cfg.clock().Add(-s.cfg.minAge).UnixNano()
+	}
+	tooOld := int64(noneTaken) // WithMaxFileAge: files modified before this are never taken
+	if s.cfg.maxAge > 0 && s.mu.newest != noneTaken {
+		tooOld = s.mu.newest - int64(s.cfg.maxAge)
 	}
 	var out []FileRecord
 	for _, de := range des {
@@ -269,7 +274,7 @@ func (s *Source) listEligible() ([]FileRecord, error) {
 			return nil, fmt.Errorf("files: stat %s: %w", filepath.Join(s.dir, name), err)
 		}
 		mt := info.ModTime().UnixNano()
-		if cutoff != 0 && mt > cutoff {
+		if (cutoff != 0 && mt > cutoff) || mt < tooOld {
 			continue
 		}
 		out = append(out, FileRecord{Name: name, Size: info.Size(), ModTime: mt})
@@ -338,6 +343,9 @@ func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, [][]FileRecord,
 	var lists [][]FileRecord
 	for k := from + 1; k <= to; k++ {
 		fs, ok := s.mu.entries[k]
+		if !ok && k >= 0 && k <= s.mu.compacted {
+			return nil, nil, fmt.Errorf("%w: files log entry %d in %s was forgotten by a compaction (WithMaxFileAge): its files are older than the age limit", ErrBadOffset, k, s.mu.store.URL())
+		}
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: the files log in %s has no entry %d", ErrBadOffset, s.mu.store.URL(), k)
 		}

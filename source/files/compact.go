@@ -1,0 +1,210 @@
+package files
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// compactDir is the folder of compact entries inside the source's
+// checkpoint store: compact/<c> holds every live entry up to c.
+const compactDir = "compact"
+
+// noneTaken is the newest modification time before any file was taken.
+const noneTaken = math.MinInt64
+
+// compactEntry is the content of compact/<c>: every entry up to c that is
+// still remembered, with its files, so that compact/<c> replaces the plain
+// entries 0…c (and any older compact entry) for reading and for the taken
+// set. An entry id up to Through that Entries lacks was forgotten
+// (WithMaxFileAge).
+type compactEntry struct {
+	Through int64 `json:"through"`
+	// NewestModTime is the newest modification time (Unix nanoseconds) of
+	// any file entries 0…Through took, forgotten ones included.
+	NewestModTime int64 `json:"newestModTime"`
+	// MaxFileAge is the WithMaxFileAge (nanoseconds) this compaction
+	// applied; 0 when it forgot nothing by age.
+	MaxFileAge int64          `json:"maxFileAge,omitempty"`
+	Entries    []compactedLog `json:"entries"`
+}
+
+// compactedLog is one entry inside a compact entry.
+type compactedLog struct {
+	K     int64        `json:"k"`
+	Files []FileRecord `json:"files"`
+}
+
+// loaded is what OpenCheckpoint rebuilds from the log.
+type loaded struct {
+	entries       map[int64][]FileRecord
+	latest        int64 // highest entry id, -1 for none
+	compacted     int64 // id of the newest compact entry, -1 for none
+	newest        int64 // newest taken modification time, noneTaken for none
+	compactNewest int64 // the newest compact entry's NewestModTime, noneTaken for none
+	stale         bool  // objects the newest compact entry made obsolete remain
+}
+
+// loadLog reads the newest compact entry and the plain entries after it.
+// It writes nothing, so a read-only tool (the audit) may call it.
+func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEntry], clog *offsetlog.Log[compactEntry]) (loaded, error) {
+	l := loaded{entries: map[int64][]FileRecord{}, latest: -1, compacted: -1, newest: noneTaken, compactNewest: noneTaken}
+	cids, err := clog.List(ctx)
+	if err != nil {
+		return l, err
+	}
+	if n := len(cids); n > 0 {
+		c := cids[n-1]
+		ce, err := clog.Get(ctx, c)
+		if err != nil {
+			return l, err
+		}
+		name := store.URL() + "/" + offsetlog.FileName(compactDir, c)
+		if ce.Through != c {
+			return l, &offsetlog.CorruptionError{File: name, Reason: fmt.Sprintf("through %d does not match the entry id %d", ce.Through, c)}
+		}
+		prev := int64(-1)
+		for _, e := range ce.Entries {
+			if e.K <= prev || e.K > c {
+				return l, &offsetlog.CorruptionError{File: name, Reason: fmt.Sprintf("entry %d out of order or beyond %d", e.K, c)}
+			}
+			prev = e.K
+			l.entries[e.K] = e.Files
+		}
+		l.compacted, l.latest, l.newest, l.compactNewest = c, c, ce.NewestModTime, ce.NewestModTime
+		l.stale = n > 1
+	}
+	ids, err := log.List(ctx)
+	if err != nil {
+		return l, err
+	}
+	for _, id := range ids {
+		if id <= l.compacted {
+			l.stale = true // left by a crash between the compaction and its purge
+			continue
+		}
+		if id != l.latest+1 {
+			return l, fmt.Errorf("%w: %s/%s is missing (the log holds entry %d)", offsetlog.ErrCorrupt, store.URL(), offsetlog.FileName(logDir, l.latest+1), id)
+		}
+		e, err := log.Get(ctx, id)
+		if err != nil {
+			return l, err
+		}
+		l.entries[id] = e.Files
+		for _, f := range e.Files {
+			l.newest = max(l.newest, f.ModTime)
+		}
+		l.latest = id
+	}
+	return l, nil
+}
+
+// compactBoundary returns the newest entry id c <= k that a compaction
+// every n entries ends at ((c+1) a multiple of n), or -1 for none.
+func compactBoundary(k int64, n int) int64 {
+	return (k+1)/int64(n)*int64(n) - 1
+}
+
+// compactThrough compacts the log when committed entry k reached a
+// compaction boundary past the newest compact entry, and deletes the
+// objects that compact entry makes obsolete. s.mu is held.
+func (s *Source) compactThrough(ctx context.Context, k int64) error {
+	c := compactBoundary(k, s.cfg.compactEvery)
+	if c > s.mu.compacted {
+		if err := s.writeCompact(ctx, c); err != nil {
+			return err
+		}
+	}
+	if !s.mu.stale {
+		return nil
+	}
+	// The plain entries first: once they are gone, the older compact
+	// entries are unreachable too (OpenCheckpoint reads only the newest).
+	if _, err := s.mu.log.Purge(ctx, s.mu.compacted+1); err != nil {
+		return fmt.Errorf("files: purge the log through %d: %w", s.mu.compacted, err)
+	}
+	fault.Point(FaultAfterLogPurge)
+	if _, err := s.mu.clog.Purge(ctx, s.mu.compacted); err != nil {
+		return fmt.Errorf("files: purge compact entries before %d: %w", s.mu.compacted, err)
+	}
+	s.mu.stale = false
+	return nil
+}
+
+// writeCompact writes compact/<c> from the entries in memory and makes it
+// the log's base. Its bytes are a function of entries 0…c and the options
+// alone, so a second attempt after a crash writes the same object. s.mu is
+// held.
+func (s *Source) writeCompact(ctx context.Context, c int64) error {
+	newest := s.mu.compactNewest
+	for j := s.mu.compacted + 1; j <= c; j++ {
+		for _, f := range s.mu.entries[j] {
+			newest = max(newest, f.ModTime)
+		}
+	}
+	ce := compactEntry{Through: c, NewestModTime: newest}
+	var cutoff int64 = noneTaken
+	if s.cfg.maxAge > 0 && newest != noneTaken {
+		cutoff = newest - int64(s.cfg.maxAge)
+		ce.MaxFileAge = int64(s.cfg.maxAge)
+	}
+	var forgotten []int64
+	for _, j := range s.liveThrough(c) {
+		fs := s.mu.entries[j]
+		if cutoff != noneTaken && allBefore(fs, cutoff) {
+			forgotten = append(forgotten, j)
+			continue
+		}
+		ce.Entries = append(ce.Entries, compactedLog{K: j, Files: fs})
+	}
+	if err := s.mu.clog.Add(ctx, c, ce); err != nil {
+		return fmt.Errorf("files: compact the log through %d: %w", c, err)
+	}
+	fault.Point(FaultAfterCompact)
+	if len(forgotten) > 0 {
+		for _, j := range forgotten {
+			delete(s.mu.entries, j)
+		}
+		s.mu.taken = takenNames(s.mu.entries)
+	}
+	s.mu.compacted, s.mu.compactNewest, s.mu.stale = c, newest, true
+	return nil
+}
+
+// liveThrough returns the ids of the remembered entries up to c, in order.
+// s.mu is held.
+func (s *Source) liveThrough(c int64) []int64 {
+	ids := make([]int64, 0, len(s.mu.entries))
+	for j := range s.mu.entries {
+		if j <= c {
+			ids = append(ids, j)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func allBefore(fs []FileRecord, cutoff int64) bool {
+	for _, f := range fs {
+		if f.ModTime >= cutoff {
+			return false
+		}
+	}
+	return true
+}
+
+// takenNames is the set of names the entries took.
+func takenNames(entries map[int64][]FileRecord) map[string]struct{} {
+	taken := make(map[string]struct{})
+	for _, fs := range entries {
+		for _, f := range fs {
+			taken[f.Name] = struct{}{}
+		}
+	}
+	return taken
+}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // TestAgreement runs every workload at a small scale through the engine
@@ -70,6 +74,11 @@ func TestDiffDetects(t *testing.T) {
 		{"totals value", groupTotals{"k": {1, 1}}, groupTotals{"k": {2, 1}}},
 		{"totals missing", groupTotals{"k": {1, 1}}, groupTotals{"j": {1, 1}}},
 		{"totals extra", groupTotals{"k": {1, 1}}, groupTotals{"k": {1, 1}, "j": {1, 1}}},
+		{"int totals sum", keyTotals{-7: {5, 2}}, keyTotals{-7: {6, 2}}},
+		{"int totals count", keyTotals{-7: {5, 2}}, keyTotals{-7: {5, 3}}},
+		{"int totals key", keyTotals{-7: {5, 2}}, keyTotals{7: {5, 2}}},
+		{"int totals missing", keyTotals{1: {5, 2}, 2: {1, 1}}, keyTotals{1: {5, 2}}},
+		{"int vs string totals", keyTotals{1: {5, 2}}, groupTotals{"1": {5, 2}}},
 		{"hot items", hotItems{0: {3, 1, 1000}}, hotItems{0: {3, 2, 2001}}},
 		{"max prices", maxPrices{0: {7}}, maxPrices{0: {8}}},
 		{"kind", maxPrices{0: {7}}, hotItems{0: {7}}},
@@ -92,7 +101,7 @@ func TestSinksIgnoreRepeats(t *testing.T) {
 	c := &config{events: 20000, rows: 20000, merchants: 50, batchEvents: 5000, batchRows: 5000}
 	ctx := context.Background()
 	for _, w := range workloads() {
-		if w.name != "q0" && w.name != "agg" {
+		if w.name != "q0" && w.name != "agg" && w.name != "agg-int64" {
 			continue
 		}
 		t.Run(w.name, func(t *testing.T) {
@@ -109,9 +118,13 @@ func TestSinksIgnoreRepeats(t *testing.T) {
 					r.Release()
 				}
 			}()
-			if w.name == "agg" {
-				// The aggregation sink takes the engine's output columns.
-				recs = renameForTotals(t, recs)
+			switch w.name {
+			case "agg":
+				// The aggregation sink takes the engine's output columns:
+				// key, total_cents (amount), payments (value as a stand-in).
+				recs = renameForTotals(recs, []int{3, 4, 1})
+			case "agg-int64":
+				recs = renameForTotals(recs, []int{0, 1, 1})
 			}
 			once, twice := w.sink(c), w.sink(c)
 			for i, rec := range recs {
@@ -124,19 +137,24 @@ func TestSinksIgnoreRepeats(t *testing.T) {
 					}
 				}
 			}
-			if d := twice.answer().diff(once.answer()); d != "" {
+			want := once.answer()
+			if b, ok := want.(badAnswer); ok {
+				t.Fatal(b.summary())
+			}
+			if d := twice.answer().diff(want); d != "" {
 				t.Fatalf("repeated batches changed the answer: %s", d)
 			}
 		})
 	}
 }
 
-func renameForTotals(t *testing.T, recs []arrow.RecordBatch) []arrow.RecordBatch {
-	t.Helper()
+// renameForTotals releases recs and returns their columns cols renamed to
+// the aggregation's output: key, total_cents, payments.
+func renameForTotals(recs []arrow.RecordBatch, cols []int) []arrow.RecordBatch {
 	out := make([]arrow.RecordBatch, 0, len(recs))
 	for _, rec := range recs {
-		// key, total_cents (amount), payments (value as a stand-in count).
-		p := project(rec, []int{3, 4, 1})
+		p := project(rec, cols)
+		rec.Release()
 		fields := p.Schema().Fields()
 		fields[1].Name, fields[2].Name = "total_cents", "payments"
 		out = append(out, renamed(p, fields))
@@ -157,5 +175,134 @@ func TestChildArgs(t *testing.T) {
 	got := strings.Join(childArgs([]string{"-events", "5", "-queries", "q0,q1", "-json", "--queries=q2"}, "q1"), " ")
 	if want := "-child -queries q1 -events 5 -json"; got != want {
 		t.Fatalf("childArgs = %q, want %q", got, want)
+	}
+}
+
+// TestIntPaySource checks the kernel's generator: the same rows whatever
+// the reads' split, every row's key one of the merchant ids, keys not
+// clustered, amounts in range, and bad offsets refused.
+func TestIntPaySource(t *testing.T) {
+	ctx := context.Background()
+	const rows, merchants = 20000, 300
+	readAll := func(t *testing.T, s *intPaySource, a, b int64, step int64) (ks, amts []int64) {
+		t.Helper()
+		for from := a; from < b; from += step {
+			to := min(from+step, b)
+			err := s.Read(ctx, rowsOffset(from), rowsOffset(to), func(rec arrow.RecordBatch) error {
+				if rec.NumRows() > s.chunk {
+					t.Fatalf("record of %d rows, chunk %d", rec.NumRows(), s.chunk)
+				}
+				ks = append(ks, rec.Column(0).(*array.Int64).Int64Values()...)
+				amts = append(amts, rec.Column(1).(*array.Int64).Int64Values()...)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ks, amts
+	}
+	whole := newIntPaySource(rows, merchants, rows, rows)
+	wantK, wantA := readAll(t, whole, 0, rows, rows)
+	if len(wantK) != rows {
+		t.Fatalf("%d rows, want %d", len(wantK), rows)
+	}
+	for _, tt := range []struct {
+		name              string
+		chunk, step, from int64
+	}{
+		{"small chunks", 7, rows, 0},
+		{"ragged reads", 1000, 333, 0},
+		{"from the middle", 64, 999, 12345},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newIntPaySource(rows, merchants, rows, tt.chunk)
+			k, a := readAll(t, s, tt.from, rows, tt.step)
+			if !slices.Equal(k, wantK[tt.from:]) || !slices.Equal(a, wantA[tt.from:]) {
+				t.Fatal("rows differ from a single read of the same range")
+			}
+		})
+	}
+	ids := map[int64]int{}
+	for _, id := range whole.ids {
+		ids[id]++
+	}
+	if len(ids) != merchants {
+		t.Fatalf("%d distinct merchant ids, want %d", len(ids), merchants)
+	}
+	seen, repeats := map[int64]int{}, 0
+	for i, k := range wantK {
+		if _, ok := ids[k]; !ok {
+			t.Fatalf("row %d: key %d is not a merchant id", i, k)
+		}
+		if i > 0 && k == wantK[i-1] {
+			repeats++
+		}
+		seen[k]++
+		if a := wantA[i]; a < 1 || a > intPayMaxAmount {
+			t.Fatalf("row %d: amount %d outside [1, %d]", i, a, intPayMaxAmount)
+		}
+	}
+	// Uniform draws: every merchant about rows/merchants (66) times, and a
+	// key repeats its predecessor about rows/merchants times in all.
+	if len(seen) != merchants {
+		t.Errorf("%d merchants drawn, want all %d", len(seen), merchants)
+	}
+	for k, n := range seen {
+		if n < 20 || n > 140 {
+			t.Errorf("merchant %d drawn %d times, want about %d", k, n, rows/merchants)
+		}
+	}
+	if repeats > 4*rows/merchants {
+		t.Errorf("%d rows repeat the previous key: clustered", repeats)
+	}
+	for _, off := range []string{`{"rows":-1}`, `{"rows":20001}`, `{}`, `x`} {
+		if err := whole.Read(ctx, json.RawMessage(off), rowsOffset(rows), func(arrow.RecordBatch) error { return nil }); err == nil {
+			t.Errorf("Read from %s: no error", off)
+		}
+	}
+	if err := whole.Read(ctx, rowsOffset(10), rowsOffset(5), func(arrow.RecordBatch) error { return nil }); err == nil {
+		t.Error("Read of a backwards range: no error")
+	}
+}
+
+// TestKernelAgreesWithGoMap feeds the kernel and the Go map the same
+// records and checks they agree, and that a changed row makes them differ.
+func TestKernelAgreesWithGoMap(t *testing.T) {
+	s := newIntPaySource(30000, 500, 30000, 4096)
+	var recs []arrow.RecordBatch
+	for a := int64(0); a < s.rows; a += s.chunk {
+		recs = append(recs, s.record(a, min(a+s.chunk, s.rows)))
+	}
+	defer releaseAll(recs)
+	answerOf := func(fn refFunc, recs []arrow.RecordBatch) answer {
+		t.Helper()
+		finish, err := fn(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return finish()
+	}
+	kernel, goMap := answerOf(kernelTotals, recs), answerOf(goMapInt64Totals, recs)
+	if d := kernel.diff(goMap); d != "" {
+		t.Fatalf("kernel and Go map disagree: %s", d)
+	}
+	if got := kernel.summary(); !strings.HasPrefix(got, "500 groups, 30000 rows") {
+		t.Fatalf("kernel answer %s, want 500 groups over 30000 rows", got)
+	}
+	// One amount changed by a cent in the last record.
+	last := recs[len(recs)-1]
+	amts := slices.Clone(last.Column(1).(*array.Int64).Int64Values())
+	amts[len(amts)-1]++
+	b := array.NewInt64Builder(memory.NewGoAllocator())
+	b.AppendValues(amts, nil)
+	ac := b.NewArray()
+	b.Release()
+	changed := newRec(last.Schema(), []arrow.Array{last.Column(0), ac}, last.NumRows())
+	ac.Release()
+	defer changed.Release()
+	other := append(slices.Clone(recs[:len(recs)-1]), changed)
+	if d := answerOf(kernelTotals, other).diff(goMap); !strings.Contains(d, "1 groups differ") {
+		t.Fatalf("a changed amount: diff %q, want one group differing", d)
 	}
 }

@@ -60,9 +60,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.Int64Var(&c.batchRows, "batch-rows", 500_000, "payment rows per engine batch (max per trigger)")
 	fs.IntVar(&c.partitions, "partitions", engine.DefaultStatePartitions, "state partitions of stateful queries")
 	threads := fs.String("duckdb-threads", "1,2", "DuckDB thread counts to run each reference with")
-	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg", "workloads to run")
+	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg,kernel,agg-int64", "workloads to run")
 	fs.StringVar(&c.dir, "dir", "", "parent directory of the checkpoints (default: a temporary directory)")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each engine run to PREFIX-<query>.pprof")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each engine (or kernel) run to PREFIX-<query>.pprof")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each workload in its own process, so peak memory is its own")
 	fs.BoolVar(&c.preload, "preload", true, "engine reads the input from records generated beforehand (as the references do); false: the engine runs the generator")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON instead of a table")
@@ -316,8 +316,13 @@ func (r *runner) run(ctx context.Context, w workload) (*result, error) {
 	res.InputRows = rows
 	runtime.GC()
 
-	// The engine.
-	got, err := r.runEngine(ctx, w, res)
+	// The engine, or the kernel alone.
+	var got answer
+	if w.kernel != nil {
+		got, err = r.runKernel(ctx, w, res)
+	} else {
+		got, err = r.runEngine(ctx, w, res)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -342,24 +347,114 @@ func (r *runner) run(ctx context.Context, w workload) (*result, error) {
 
 	// A plain Go loop.
 	if w.goRef != nil {
-		next, err := inputRecords(ctx, c, w.input)
+		recs, err := loadRecords(ctx, c, w.input)
 		if err != nil {
 			return nil, err
 		}
-		var recs []arrow.RecordBatch
-		for rec := next(); rec != nil; rec = next() {
-			recs = append(recs, rec)
-		}
-		runtime.GC()
-		sp := start()
-		ans := w.goRef(recs)
-		wall, cpu := sp.stop()
-		for _, rec := range recs {
-			rec.Release()
+		ans, wall, cpu, err := timedCall(recs, w.goRef, "")
+		releaseAll(recs)
+		if err != nil {
+			return nil, fmt.Errorf("go map: %w", err)
 		}
 		res.addRef("go-map", events, wall, cpu, 0, got, ans)
 	}
 	return res, nil
+}
+
+// loadRecords generates the whole input as records; the caller releases
+// them (releaseAll).
+func loadRecords(ctx context.Context, c *config, in input) ([]arrow.RecordBatch, error) {
+	next, err := inputRecords(ctx, c, in)
+	if err != nil {
+		return nil, err
+	}
+	var recs []arrow.RecordBatch
+	for rec := next(); rec != nil; rec = next() {
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("input %d: no records", in)
+	}
+	return recs, nil
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}
+
+// timedCall runs fn over recs and returns its answer and the wall and CPU
+// time of the call (CPU-profiled to the file profile, if set).
+func timedCall(recs []arrow.RecordBatch, fn refFunc, profile string) (answer, time.Duration, time.Duration, error) {
+	stopProfile, err := startProfile(profile)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	runtime.GC()
+	sp := start()
+	finish, err := fn(recs)
+	wall, cpu := sp.stop()
+	stopProfile()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return finish(), wall, cpu, nil
+}
+
+// startProfile starts a CPU profile to path ("" for none) and returns the
+// function that ends it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func (c *config) profilePath(workload string) string {
+	if c.cpuProfile == "" {
+		return ""
+	}
+	return c.cpuProfile + "-" + workload + ".pprof"
+}
+
+// runKernel times w.kernel over the preloaded input in place of an engine
+// run: the onceflow figures of a kernel workload are the kernel's alone.
+func (r *runner) runKernel(ctx context.Context, w workload, res *result) (answer, error) {
+	c := r.cfg
+	recs, err := loadRecords(ctx, c, w.input)
+	if err != nil {
+		return nil, err
+	}
+	var rows int64
+	for _, rec := range recs {
+		rows += rec.NumRows()
+	}
+	res.Batches = len(recs)
+	res.Preloaded = true
+	res.PreloadedMB = float64(recordBytes(recs)) / (1 << 20)
+	defer releaseAll(recs)
+	if rows != res.InputRows {
+		return nil, fmt.Errorf("kernel input holds %d rows, the source %d", rows, res.InputRows)
+	}
+	got, wall, cpu, err := timedCall(recs, w.kernel, c.profilePath(w.name))
+	if err != nil {
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	res.Onceflow = engineStats{throughput: newThroughput(res.Events, wall, cpu), PeakRSSMB: peakRSSMB()}
+	res.Onceflow.NetEventsPerCoreS = res.Onceflow.EventsPerCoreS
+	return got, nil
 }
 
 func (res *result) addRef(name string, events int64, wall, cpu time.Duration, loadS float64, got, ref answer) {
@@ -387,7 +482,7 @@ func mustJSON(b json.RawMessage, err error) json.RawMessage {
 }
 
 func endOffset(in input, events int64) json.RawMessage {
-	if in == payments {
+	if in == payments || in == intPayments {
 		return json.RawMessage(fmt.Sprintf(`{"rows":%d}`, events))
 	}
 	return json.RawMessage(fmt.Sprintf(`{"events":%d}`, events))
@@ -412,16 +507,12 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 		return nil, err
 	}
 	if c.preload {
-		next, err := inputRecords(ctx, c, w.input)
+		recs, err := loadRecords(ctx, c, w.input)
 		if err != nil {
 			return nil, err
 		}
-		var recs []arrow.RecordBatch
-		for rec := next(); rec != nil; rec = next() {
-			recs = append(recs, rec)
-		}
 		per := c.batchEvents
-		if w.input == payments {
+		if w.input != nexmarkBids {
 			per = c.batchRows
 		}
 		chunk := inputChunkFor(c, w.input)
@@ -450,23 +541,15 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 	if err != nil {
 		return nil, err
 	}
-	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile + "-" + w.name + ".pprof")
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, err
-		}
+	stopProfile, err := startProfile(c.profilePath(w.name))
+	if err != nil {
+		return nil, err
 	}
 	runtime.GC()
 	sp := start()
 	err = q.Run(ctx)
 	wall, cpu := sp.stop()
-	if c.cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	if err != nil {
 		return nil, fmt.Errorf("engine run: %w", err)
 	}
@@ -506,9 +589,12 @@ func (r *runner) duck(ctx context.Context, in input) (*loadedDuck, error) {
 		return nil, err
 	}
 	sp := start()
-	if in == payments {
+	switch in {
+	case payments:
 		err = d.load(ctx, r.cfg.dir, "payments", next, []int{3, 4}) // key, amount_cents
-	} else {
+	case intPayments:
+		err = d.load(ctx, r.cfg.dir, "int_payments", next, []int{0, 1}) // k, amount_cents
+	default:
 		err = d.load(ctx, r.cfg.dir, "bids", next, []int{0, 1, 2, 3, 4, 5, 6})
 	}
 	wall, _ := sp.stop()

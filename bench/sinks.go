@@ -182,9 +182,17 @@ func (s *checksumSink) answer() answer {
 
 type totals struct{ sum, count int64 }
 
-type groupTotals map[string]totals
+// totalsBy is the exact (sum, count) of each group.
+type totalsBy[K comparable] map[K]totals
 
-func (g groupTotals) summary() string {
+// groupTotals is keyed by a string merchant (agg), keyTotals by an int64 one
+// (kernel, agg-int64).
+type (
+	groupTotals = totalsBy[string]
+	keyTotals   = totalsBy[int64]
+)
+
+func (g totalsBy[K]) summary() string {
 	var sum, count int64
 	for _, t := range g {
 		sum, count = sum+t.sum, count+t.count
@@ -192,8 +200,8 @@ func (g groupTotals) summary() string {
 	return fmt.Sprintf("%d groups, %d rows, total %d", len(g), count, sum)
 }
 
-func (g groupTotals) diff(ref answer) string {
-	r, ok := ref.(groupTotals)
+func (g totalsBy[K]) diff(ref answer) string {
+	r, ok := ref.(totalsBy[K])
 	if !ok {
 		return fmt.Sprintf("reference is a %T", ref)
 	}
@@ -203,7 +211,7 @@ func (g groupTotals) diff(ref answer) string {
 	var bad []string
 	for k, v := range g {
 		if rv, ok := r[k]; !ok || rv != v {
-			bad = append(bad, fmt.Sprintf("%s: %+v, reference %+v", k, v, rv))
+			bad = append(bad, fmt.Sprintf("%v: %+v, reference %+v", k, v, rv))
 		}
 	}
 	if len(bad) > 0 {
@@ -211,6 +219,51 @@ func (g groupTotals) diff(ref answer) string {
 		return fmt.Sprintf("%d groups differ, first %s", len(bad), bad[0])
 	}
 	return ""
+}
+
+// addTotals sets into's groups from the rows of rec: key column key (string
+// for a groupTotals, int64 for a keyTotals), int64 columns sum and count,
+// none of them null. A later row of a group replaces an earlier one.
+func addTotals(into answer, rec arrow.RecordBatch, key, sum, count string) error {
+	sc := rec.Schema()
+	column := func(name string) arrow.Array {
+		if idx := sc.FieldIndices(name); len(idx) == 1 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	keys, sumCol, countCol := column(key), column(sum), column(count)
+	sums, ok1 := sumCol.(*array.Int64)
+	counts, ok2 := countCol.(*array.Int64)
+	if keys == nil || !ok1 || !ok2 || keys.NullN() > 0 || sums.NullN() > 0 || counts.NullN() > 0 {
+		return fmt.Errorf("want non-null columns %s, %s int64, %s int64 in %s", key, sum, count, sc)
+	}
+	switch g := into.(type) {
+	case groupTotals:
+		ks, ok := keys.(*array.String)
+		if !ok {
+			return fmt.Errorf("key column %s is %s, want utf8", key, keys.DataType())
+		}
+		for i := 0; i < ks.Len(); i++ {
+			t, k := totals{sum: sums.Value(i), count: counts.Value(i)}, ks.Value(i)
+			if _, ok := g[k]; ok {
+				g[k] = t
+			} else {
+				g[string([]byte(k))] = t // copy: k aliases the record
+			}
+		}
+	case keyTotals:
+		ks, ok := keys.(*array.Int64)
+		if !ok {
+			return fmt.Errorf("key column %s is %s, want int64", key, keys.DataType())
+		}
+		for i, k := range ks.Int64Values() {
+			g[k] = totals{sum: sums.Value(i), count: counts.Value(i)}
+		}
+	default:
+		return fmt.Errorf("totals of %T", into)
+	}
+	return nil
 }
 
 // keptBatches holds the output records of each batch id, retained, so a
@@ -255,7 +308,8 @@ func (k *keptBatches) each(fn func(arrow.RecordBatch) error) error {
 }
 
 // totalsSink keeps the newest (sum, count) of each group of an update-mode
-// aggregation.
+// aggregation, keyed by a string (groupTotals) or an int64 (keyTotals)
+// column.
 type totalsSink struct {
 	key, sum, count string
 	kept            keptBatches
@@ -276,27 +330,21 @@ func (s *totalsSink) AddBatch(_ context.Context, batchID int64, schema *arrow.Sc
 }
 
 func (s *totalsSink) answer() answer {
-	groups := groupTotals{}
+	var groups answer
 	err := s.kept.each(func(rec arrow.RecordBatch) error {
-		sc := rec.Schema()
-		keys, ok1 := rec.Column(sc.FieldIndices(s.key)[0]).(*array.String)
-		sums, ok2 := rec.Column(sc.FieldIndices(s.sum)[0]).(*array.Int64)
-		counts, ok3 := rec.Column(sc.FieldIndices(s.count)[0]).(*array.Int64)
-		if !ok1 || !ok2 || !ok3 {
-			return fmt.Errorf("unexpected column types in %s", sc)
-		}
-		for i := 0; i < keys.Len(); i++ {
-			t, k := totals{sum: sums.Value(i), count: counts.Value(i)}, keys.Value(i)
-			if _, ok := groups[k]; ok {
-				groups[k] = t
-			} else {
-				groups[string([]byte(k))] = t // copy: k aliases the record
+		if groups == nil { // the key's type decides the answer's
+			groups = groupTotals{}
+			if idx := rec.Schema().FieldIndices(s.key); len(idx) == 1 && rec.Column(idx[0]).DataType().ID() == arrow.INT64 {
+				groups = keyTotals{}
 			}
 		}
-		return nil
+		return addTotals(groups, rec, s.key, s.sum, s.count)
 	})
 	if err != nil {
 		return badAnswer(err.Error())
+	}
+	if groups == nil {
+		return groupTotals{}
 	}
 	return groups
 }

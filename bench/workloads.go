@@ -21,6 +21,7 @@ type input int
 const (
 	nexmarkBids input = iota // Nexmark bids (bids-only mode), table bids
 	payments                 // rate rows keyed by merchant, table payments
+	intPayments              // (k int64, amount_cents) rows, table int_payments (kernel.go)
 )
 
 // workload is one benchmark query: its engine definition, a sink that
@@ -37,9 +38,17 @@ type workload struct {
 	// scan reads DuckDB's result rows into an answer.
 	scan func(c *config) (func(*sql.Rows) error, func() answer)
 	// goRef, if set, computes the answer with a plain Go loop over the
-	// input records.
-	goRef func(recs []arrow.RecordBatch) answer
+	// input records. Only the call is timed; the function it returns
+	// builds the answer.
+	goRef refFunc
+	// kernel, if set, replaces the engine run: the onceflow figures are of
+	// this call over the preloaded input records (timed as goRef is).
+	kernel refFunc
 }
+
+// refFunc computes a workload's answer over records in memory and returns
+// a function that hands it over as an answer (not timed).
+type refFunc func(recs []arrow.RecordBatch) (func() answer, error)
 
 var baseMs = nexmark.DefaultBaseTime().UnixMilli()
 
@@ -151,26 +160,56 @@ SELECT ws, max(c)::BIGINT, count(*)::BIGINT, sum(auction)::BIGINT FROM ranked WH
 			sql: func(*config) string {
 				return "SELECT key, sum(amount_cents)::BIGINT, count(*)::BIGINT FROM payments GROUP BY key"
 			},
-			scan: func(*config) (func(*sql.Rows) error, func() answer) {
-				g := groupTotals{}
-				return func(rs *sql.Rows) error {
-					var k string
-					var t totals
-					if err := rs.Scan(&k, &t.sum, &t.count); err != nil {
-						return err
-					}
-					g[k] = t
-					return nil
-				}, func() answer { return g }
-			},
+			scan:  func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[string]() },
 			goRef: goMapTotals,
+		},
+		{
+			name:   "kernel",
+			what:   "group-by kernel alone: batch.GroupBy sum and count of amount_cents per int64 merchant id, one goroutine",
+			input:  intPayments,
+			sql:    intTotalsSQL,
+			scan:   func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },
+			goRef:  goMapInt64Totals,
+			kernel: kernelTotals,
+		},
+		{
+			name:  "agg-int64",
+			what:  "settlement over the kernel's data: sum and count of amount_cents per int64 merchant id",
+			input: intPayments,
+			stream: func(src engine.Source) *engine.Stream {
+				return engine.ReadStream(src).GroupBy("k").ID("settlement-int64").Agg(kernelAggs()...)
+			},
+			mode:  engine.Update,
+			sink:  func(*config) resultSink { return newTotalsSink("k", "total_cents", "payments") },
+			sql:   intTotalsSQL,
+			scan:  func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },
+			goRef: goMapInt64Totals,
 		},
 	}
 }
 
+func intTotalsSQL(*config) string {
+	return "SELECT k, sum(amount_cents)::BIGINT, count(*)::BIGINT FROM int_payments GROUP BY k"
+}
+
+// scanTotals reads DuckDB's (key, sum, count) rows.
+func scanTotals[K comparable]() (func(*sql.Rows) error, func() answer) {
+	g := totalsBy[K]{}
+	return func(rs *sql.Rows) error {
+		var k K
+		var t totals
+		if err := rs.Scan(&k, &t.sum, &t.count); err != nil {
+			return err
+		}
+		g[k] = t
+		return nil
+	}, func() answer { return g }
+}
+
 // goMapTotals is the plain-Go reference of the settlement aggregation: one
-// map lookup per row.
-func goMapTotals(recs []arrow.RecordBatch) answer {
+// map lookup per row. The map is the result; the returned function copies
+// it into an answer.
+func goMapTotals(recs []arrow.RecordBatch) (func() answer, error) {
 	type acc struct{ sum, count int64 }
 	m := make(map[string]*acc)
 	for _, rec := range recs {
@@ -186,11 +225,13 @@ func goMapTotals(recs []arrow.RecordBatch) answer {
 			a.count++
 		}
 	}
-	out := make(groupTotals, len(m))
-	for k, a := range m {
-		out[k] = totals{sum: a.sum, count: a.count}
-	}
-	return out
+	return func() answer {
+		out := make(groupTotals, len(m))
+		for k, a := range m {
+			out[k] = totals{sum: a.sum, count: a.count}
+		}
+		return out
+	}, nil
 }
 
 // newSource returns a fresh source of the workload's input and the number
@@ -209,6 +250,8 @@ func newSource(c *config, in input) (engine.Source, int64, error) {
 			rate.WithMaxRowsPerTrigger(c.batchRows), rate.WithClock(func() time.Time { return now }))
 		now = now.Add(time.Duration(c.rows) * time.Microsecond)
 		return s, c.rows, err
+	case intPayments:
+		return newIntPaySource(c.rows, c.merchants, c.batchRows, inputChunkFor(c, in)), c.rows, nil
 	}
 	return nil, 0, fmt.Errorf("input %d", in)
 }
@@ -217,9 +260,13 @@ func newSource(c *config, in input) (engine.Source, int64, error) {
 const inputChunk = 64 * 1024
 
 // inputChunkFor is the records' size: inputChunk, or a batch if smaller,
-// so a preloaded input still makes several batches.
+// so a preloaded input still makes several batches; for the kernel's input,
+// one batch (-batch-rows), the records the kernel is fed.
 func inputChunkFor(c *config, in input) int64 {
-	if in == payments {
+	switch in {
+	case intPayments:
+		return c.batchRows
+	case payments:
 		return min(inputChunk, c.batchRows)
 	}
 	return min(inputChunk, c.batchEvents)
@@ -242,6 +289,16 @@ func inputRecords(ctx context.Context, c *config, in input) (func() arrow.Record
 			}
 			end := min(next+chunk, total)
 			rec := s.BidRecord(next, end)
+			next = end
+			return rec
+		}, nil
+	case *intPaySource:
+		return func() arrow.RecordBatch {
+			if next >= total {
+				return nil
+			}
+			end := min(next+chunk, total)
+			rec := s.record(next, end)
 			next = end
 			return rec
 		}, nil

@@ -12,7 +12,11 @@
 // Version N is the state after batch N; version -1 is the empty state
 // before batch 0. Version N is version N-1 plus the changes of batch N,
 // written by Commit as one delta file. Maintain writes a full snapshot of a
-// committed version every SnapshotEvery (K) versions. Load(N) reads the
+// committed version when one is due: at least SnapshotEvery (K) versions
+// after the newest snapshot, and only once the deltas written since weigh
+// SnapshotDeltaRatio of that snapshot's bytes (or SnapshotMaxEvery versions
+// have passed), so that snapshots of a large state with few changes per
+// batch cost in proportion to the changes, not to the state. Load(N) reads the
 // newest snapshot at or before N and replays the deltas after it, in
 // order; a later upsert of a key replaces its row, a delete removes it.
 //

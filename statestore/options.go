@@ -3,6 +3,7 @@ package statestore
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -11,6 +12,8 @@ import (
 // Defaults applied by EnsureDefaults.
 const (
 	DefaultSnapshotEvery       = 10
+	DefaultSnapshotDeltaRatio  = 0.5
+	DefaultSnapshotMaxEvery    = 100
 	DefaultMinVersionsToRetain = 100
 )
 
@@ -27,9 +30,23 @@ type Options struct {
 	// carries (lists included). It may have no columns (a set of keys).
 	// Its field names must differ from the key's.
 	ValueSchema *arrow.Schema
-	// SnapshotEvery (K) makes Maintain write a snapshot when the newest
-	// snapshot is K or more versions behind. Default 10.
+	// SnapshotEvery (K) is the fewest versions between two snapshots:
+	// Maintain considers writing one when the newest snapshot is K or
+	// more versions behind. Default 10.
 	SnapshotEvery int
+	// SnapshotDeltaRatio scales snapshots to the state: once K versions
+	// behind, Maintain writes a snapshot only when the deltas after the
+	// newest snapshot hold at least this fraction of its bytes. A snapshot
+	// rewrites the whole state, so writing one for a few changed keys
+	// costs as much as the state, not the changes; waiting until the
+	// changes weigh a fraction r of the state makes the amortized cost of
+	// snapshots about 2/r times the bytes of the deltas, and bounds a
+	// load's replay to about r times the snapshot's bytes. Default 0.5.
+	SnapshotDeltaRatio float64
+	// SnapshotMaxEvery is the most versions between two snapshots,
+	// whatever the ratio: it bounds how many deltas a load reads and how
+	// many files Purge keeps. Default max(100, SnapshotEvery).
+	SnapshotMaxEvery int
 	// MinVersionsToRetain is how many of the newest versions Purge keeps
 	// loadable. Default 100.
 	MinVersionsToRetain int
@@ -47,6 +64,12 @@ type Options struct {
 func (o *Options) EnsureDefaults() {
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if o.SnapshotDeltaRatio == 0 {
+		o.SnapshotDeltaRatio = DefaultSnapshotDeltaRatio
+	}
+	if o.SnapshotMaxEvery == 0 {
+		o.SnapshotMaxEvery = max(DefaultSnapshotMaxEvery, o.SnapshotEvery)
 	}
 	if o.MinVersionsToRetain == 0 {
 		o.MinVersionsToRetain = DefaultMinVersionsToRetain
@@ -95,6 +118,12 @@ func (o Options) Validate() error {
 	}
 	if o.SnapshotEvery < 1 {
 		bad("SnapshotEvery is %d; it must be at least 1 (0 means the default, %d)", o.SnapshotEvery, DefaultSnapshotEvery)
+	}
+	if !(o.SnapshotDeltaRatio > 0) || math.IsInf(o.SnapshotDeltaRatio, 1) {
+		bad("SnapshotDeltaRatio is %v; it must be a positive number (0 means the default, %v)", o.SnapshotDeltaRatio, DefaultSnapshotDeltaRatio)
+	}
+	if o.SnapshotMaxEvery < o.SnapshotEvery {
+		bad("SnapshotMaxEvery is %d; it must be at least SnapshotEvery (%d) (0 means max(%d, SnapshotEvery))", o.SnapshotMaxEvery, o.SnapshotEvery, DefaultSnapshotMaxEvery)
 	}
 	if o.MinVersionsToRetain < 1 {
 		bad("MinVersionsToRetain is %d; it must be at least 1 (0 means the default, %d)", o.MinVersionsToRetain, DefaultMinVersionsToRetain)

@@ -210,8 +210,9 @@ func (s *Store) checkUniqueKeys(ups, dels []arrow.RecordBatch) error {
 // listing is the parsed content of the folder.
 type listing struct {
 	deltas    map[int64]bool
-	snapshots []int64 // ascending
-	deltaList []int64 // ascending
+	sizes     map[string]int64 // bytes of each delta and snapshot file, by name
+	snapshots []int64          // ascending
+	deltaList []int64          // ascending
 	files     int
 	bytes     int64
 }
@@ -221,7 +222,7 @@ func (s *Store) list(ctx context.Context) (*listing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statestore: list %s: %w", s.st.URL(), err)
 	}
-	l := &listing{deltas: map[int64]bool{}}
+	l := &listing{deltas: map[int64]bool{}, sizes: map[string]int64{}}
 	for _, in := range infos {
 		l.files++
 		l.bytes += in.Size
@@ -229,6 +230,7 @@ func (s *Store) list(ctx context.Context) (*listing, error) {
 		if !ok {
 			continue
 		}
+		l.sizes[in.Name] = in.Size
 		switch k {
 		case kindDelta:
 			l.deltas[v] = true
@@ -304,10 +306,12 @@ func (s *Store) Info(ctx context.Context) (Info, error) {
 	return in, nil
 }
 
-// Maintain writes committed's snapshot when the newest snapshot at or
-// before committed is SnapshotEvery or more versions older (the empty
-// state, version -1, counts as a snapshot). It builds the snapshot from the
-// files alone, so it may run in its own goroutine while later versions are
+// Maintain writes committed's snapshot when it is due (snapshotDue): the
+// newest snapshot at or before committed is SnapshotEvery or more versions
+// older (the empty state, version -1, counts as a snapshot of no bytes) and
+// the deltas after it weigh SnapshotDeltaRatio of it, or it is
+// SnapshotMaxEvery versions older. It builds the snapshot from the files
+// alone, so it may run in its own goroutine while later versions are
 // committed. committed must be a committed version: its delta is durable
 // and will not be rewritten.
 func (s *Store) Maintain(ctx context.Context, committed int64) error {
@@ -318,7 +322,7 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 	if err != nil {
 		return err
 	}
-	if committed-l.snapshotAtOrBefore(committed) < int64(s.opts.SnapshotEvery) {
+	if !s.snapshotDue(l, committed) {
 		return nil
 	}
 	loaded, err := s.load(ctx, committed, l)
@@ -340,6 +344,27 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 		return fmt.Errorf("statestore: snapshot version %d: write %s: %w", committed, name, err)
 	}
 	return nil
+}
+
+// snapshotDue reports whether Maintain(committed) writes a snapshot. The
+// sizes come from the listing Maintain makes anyway: deciding reads no file.
+func (s *Store) snapshotDue(l *listing, committed int64) bool {
+	base := l.snapshotAtOrBefore(committed)
+	behind := committed - base
+	switch {
+	case behind < int64(s.opts.SnapshotEvery):
+		return false
+	case behind >= int64(s.opts.SnapshotMaxEvery):
+		return true
+	}
+	var snapBytes, deltaBytes int64
+	if base >= 0 {
+		snapBytes = l.sizes[fileName(base, kindSnapshot)]
+	}
+	for v := base + 1; v <= committed; v++ {
+		deltaBytes += l.sizes[fileName(v, kindDelta)]
+	}
+	return float64(deltaBytes) >= s.opts.SnapshotDeltaRatio*float64(snapBytes)
 }
 
 // Purge deletes the files that no version in

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -74,6 +75,7 @@ func TestLoadMatchesReplay(t *testing.T) {
 				ctx := context.Background()
 				snap := openTest(t, newLocal(t, t.TempDir()), mem, k, 1000)
 				snap.snapshotRows = 7
+				snap.opts.SnapshotDeltaRatio = math.SmallestNonzeroFloat64 // every K versions, whatever the sizes
 				plain := openTest(t, newLocal(t, t.TempDir()), mem, k, 1000)
 				plain.snapshotRows = 7
 				rng := rand.New(rand.NewPCG(seed, uint64(k)))
@@ -128,6 +130,58 @@ func TestLoadMatchesReplay(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSnapshotScalesWithState checks when Maintain writes snapshots: not
+// before SnapshotEvery versions, then only once the deltas weigh
+// SnapshotDeltaRatio of the newest snapshot, and always at
+// SnapshotMaxEvery versions.
+func TestSnapshotScalesWithState(t *testing.T) {
+	mem := newMem(t)
+	ctx := context.Background()
+	s, err := Open(ctx, newLocal(t, t.TempDir()), Options{KeySchema: testKey, ValueSchema: testValue, SnapshotEvery: 2, SnapshotDeltaRatio: 0.5, SnapshotMaxEvery: 6, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := func(prefix string) []row {
+		rows := make([]row, 2000)
+		for i := range rows {
+			rows[i] = row{user: fmt.Sprintf("%s%05d", prefix, i), count: int64(i), seen: []string{"a", "b", "c"}}
+		}
+		return rows
+	}
+	model := map[string]row{}
+	for v := int64(0); v <= 16; v++ {
+		var ups []row
+		switch v {
+		case 0:
+			ups = many("a") // the state: far more bytes than a one-row delta
+		case 14:
+			ups = many("b") // a delta as heavy as the state
+		default:
+			ups = []row{{user: "x", shard: v, count: v}}
+		}
+		for _, r := range ups {
+			model[r.key()] = r
+		}
+		commitRows(t, s, mem, v, ups, nil)
+		if err := s.Maintain(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1: K versions after the empty state. 7, 13: small deltas never
+	// reach half the snapshot, SnapshotMaxEvery forces one. 15: K versions
+	// after 13, and delta 14 outweighs half of snapshot 13.
+	_, snaps, err := s.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(snaps); got != "[1 7 13 15]" {
+		t.Fatalf("snapshots %s, want [1 7 13 15]", got)
+	}
+	if got := sortedRows(loadRows(t, s, 16)); !rowsEqual(got, modelRows(model)) {
+		t.Fatalf("version 16 differs from the model\n%s", diff(got, modelRows(model)))
 	}
 }
 
@@ -425,6 +479,7 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 		}, nil),
 		ValueSchema:         arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil),
 		SnapshotEvery:       -1,
+		SnapshotDeltaRatio:  -0.5,
 		MinVersionsToRetain: -2,
 	}
 	o.EnsureDefaults()
@@ -432,10 +487,15 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 	if err == nil {
 		t.Fatal("Validate accepted bad options")
 	}
-	for _, want := range []string{`key column "k"`, `"v" appears twice`, "SnapshotEvery is -1", "MinVersionsToRetain is -2"} {
+	for _, want := range []string{`key column "k"`, `"v" appears twice`, "SnapshotEvery is -1", "SnapshotDeltaRatio is -0.5", "MinVersionsToRetain is -2"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate error lacks %q:\n%v", want, err)
 		}
+	}
+	o = Options{KeySchema: testKey, ValueSchema: testValue, SnapshotEvery: 5, SnapshotMaxEvery: 3}
+	o.EnsureDefaults()
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "SnapshotMaxEvery is 3") {
+		t.Errorf("Validate of SnapshotMaxEvery < SnapshotEvery: %v", err)
 	}
 	if err := (Options{}).Validate(); err == nil || !strings.Contains(err.Error(), "KeySchema is required") || !strings.Contains(err.Error(), "ValueSchema is required") {
 		t.Errorf("zero Options: %v", err)

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,7 +25,7 @@ func TestAgreement(t *testing.T) {
 
 func testAgreement(t *testing.T, preload string) {
 	c, err := parseFlags([]string{"-events", "60000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
-		"-batch-events", "15000", "-batch-rows", "15000", "-duckdb-threads", "1", "-isolate=false", "-dir", t.TempDir()})
+		"-batch-events", "15000", "-batch-rows", "15000", "-duckdb-threads", "1", "-reps", "2", "-isolate=false", "-dir", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,5 +306,35 @@ func TestKernelAgreesWithGoMap(t *testing.T) {
 	other := append(slices.Clone(recs[:len(recs)-1]), changed)
 	if d := answerOf(kernelTotals, other).diff(goMap); !strings.Contains(d, "1 groups differ") {
 		t.Fatalf("a changed amount: diff %q, want one group differing", d)
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name     string
+		cpus     []time.Duration
+		wantCPU  time.Duration
+		wantWall time.Duration // wall is 10x the CPU of the same call
+	}{
+		{"one", []time.Duration{3 * ms}, 3 * ms, 30 * ms},
+		{"odd", []time.Duration{9 * ms, 1 * ms, 5 * ms}, 5 * ms, 50 * ms},
+		{"even takes the upper", []time.Duration{4 * ms, 1 * ms, 2 * ms, 3 * ms}, 3 * ms, 30 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := 0
+			wall, cpu, err := medianRun(len(tt.cpus), func() (time.Duration, time.Duration, error) {
+				c := tt.cpus[i]
+				i++
+				return 10 * c, c, nil
+			})
+			if err != nil || cpu != tt.wantCPU || wall != tt.wantWall || i != len(tt.cpus) {
+				t.Fatalf("medianRun = %v, %v, %v after %d calls; want %v, %v", wall, cpu, err, i, tt.wantWall, tt.wantCPU)
+			}
+		})
+	}
+	if _, _, err := medianRun(3, func() (time.Duration, time.Duration, error) { return 0, 0, errors.New("boom") }); err == nil {
+		t.Fatal("medianRun dropped an error")
 	}
 }

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -21,6 +22,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -39,6 +41,7 @@ type config struct {
 	batchEvents int64
 	batchRows   int64
 	partitions  int
+	reps        int
 	duckThreads []int
 	queries     []string
 	dir         string
@@ -59,6 +62,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.Int64Var(&c.batchEvents, "batch-events", 500_000, "Nexmark events per engine batch (max per trigger)")
 	fs.Int64Var(&c.batchRows, "batch-rows", 500_000, "payment rows per engine batch (max per trigger)")
 	fs.IntVar(&c.partitions, "partitions", engine.DefaultStatePartitions, "state partitions of stateful queries")
+	fs.IntVar(&c.reps, "reps", 1, "time the kernel and each reference query this many times and report the run of median CPU time (the engine runs once)")
 	threads := fs.String("duckdb-threads", "1,2", "DuckDB thread counts to run each reference with")
 	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg,kernel,agg-int64", "workloads to run")
 	fs.StringVar(&c.dir, "dir", "", "parent directory of the checkpoints (default: a temporary directory)")
@@ -89,8 +93,8 @@ func parseFlags(args []string) (*config, error) {
 		}
 		c.queries = append(c.queries, q)
 	}
-	if c.events < 1 || c.rows < 1 || c.merchants < 1 || c.batchEvents < 1 || c.batchRows < 1 {
-		return nil, fmt.Errorf("-events, -rows, -merchants, -batch-events and -batch-rows must be positive")
+	if c.events < 1 || c.rows < 1 || c.merchants < 1 || c.batchEvents < 1 || c.batchRows < 1 || c.reps < 1 {
+		return nil, fmt.Errorf("-events, -rows, -merchants, -batch-events, -batch-rows and -reps must be positive")
 	}
 	return c, nil
 }
@@ -334,7 +338,9 @@ func (r *runner) run(ctx context.Context, w workload) (*result, error) {
 		return nil, err
 	}
 	for _, th := range c.duckThreads {
-		wall, cpu, err := ld.d.timedQuery(ctx, th, w.sql(c))
+		wall, cpu, err := medianRun(c.reps, func() (time.Duration, time.Duration, error) {
+			return ld.d.timedQuery(ctx, th, w.sql(c))
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -351,7 +357,7 @@ func (r *runner) run(ctx context.Context, w workload) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		ans, wall, cpu, err := timedCall(recs, w.goRef, "")
+		ans, wall, cpu, err := timedCall(recs, w.goRef, c.reps, "")
 		releaseAll(recs)
 		if err != nil {
 			return nil, fmt.Errorf("go map: %w", err)
@@ -384,22 +390,56 @@ func releaseAll(recs []arrow.RecordBatch) {
 	}
 }
 
-// timedCall runs fn over recs and returns its answer and the wall and CPU
-// time of the call (CPU-profiled to the file profile, if set).
-func timedCall(recs []arrow.RecordBatch, fn refFunc, profile string) (answer, time.Duration, time.Duration, error) {
+// timedCall runs fn over recs reps times and returns its answer and the
+// wall and CPU time of the call of median CPU time. The whole is
+// CPU-profiled to the file profile, if set. Every call must give the same
+// answer.
+func timedCall(recs []arrow.RecordBatch, fn refFunc, reps int, profile string) (answer, time.Duration, time.Duration, error) {
 	stopProfile, err := startProfile(profile)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	runtime.GC()
-	sp := start()
-	finish, err := fn(recs)
-	wall, cpu := sp.stop()
-	stopProfile()
+	defer stopProfile()
+	var ans answer
+	wall, cpu, err := medianRun(reps, func() (time.Duration, time.Duration, error) {
+		runtime.GC()
+		sp := start()
+		finish, err := fn(recs)
+		wall, cpu := sp.stop()
+		if err != nil {
+			return 0, 0, err
+		}
+		a := finish()
+		if ans != nil {
+			if d := a.diff(ans); d != "" {
+				return 0, 0, fmt.Errorf("a repeated run's answer differs: %s", d)
+			}
+		}
+		ans = a
+		return wall, cpu, nil
+	})
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	return finish(), wall, cpu, nil
+	return ans, wall, cpu, nil
+}
+
+// medianRun calls run reps times and returns the wall and CPU time of the
+// call of median CPU time (the upper one of an even number): robust to the
+// bursts of other jobs on a shared machine.
+func medianRun(reps int, run func() (wall, cpu time.Duration, err error)) (time.Duration, time.Duration, error) {
+	type timing struct{ wall, cpu time.Duration }
+	ts := make([]timing, 0, reps)
+	for range max(reps, 1) {
+		wall, cpu, err := run()
+		if err != nil {
+			return 0, 0, err
+		}
+		ts = append(ts, timing{wall, cpu})
+	}
+	slices.SortFunc(ts, func(a, b timing) int { return cmp.Compare(a.cpu, b.cpu) })
+	m := ts[len(ts)/2]
+	return m.wall, m.cpu, nil
 }
 
 // startProfile starts a CPU profile to path ("" for none) and returns the
@@ -448,7 +488,7 @@ func (r *runner) runKernel(ctx context.Context, w workload, res *result) (answer
 	if rows != res.InputRows {
 		return nil, fmt.Errorf("kernel input holds %d rows, the source %d", rows, res.InputRows)
 	}
-	got, wall, cpu, err := timedCall(recs, w.kernel, c.profilePath(w.name))
+	got, wall, cpu, err := timedCall(recs, w.kernel, c.reps, c.profilePath(w.name))
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -48,23 +47,20 @@ func DeadLetterFileName(topic string, partition int32, from, to int64) string {
 	return fmt.Sprintf("%s-%d-%020d-%020d.jsonl", safe, partition, from, to)
 }
 
-func (s *Source) writeDeadLetters(ctx context.Context, tp topicPartition, from, to int64, dead []deadLetter) error {
+// writeDeadLetterFile logs the dead letters of one partition range and
+// writes them to the range's file (DeadLetterDir).
+func (s *Source) writeDeadLetters(tp topicPartition, from, to int64, dead []deadLetter) error {
 	for _, d := range dead {
 		s.c.logger.Warn("kafka: value sent to dead letter", "topic", tp.topic, "partition", tp.partition,
 			"offset", d.rec.Offset, "error", d.err.Error())
 	}
-	var err error
-	if s.c.deadDir != "" {
-		err = s.writeDeadLetterFile(tp, from, to, dead)
-	} else {
-		err = s.produceDeadLetters(ctx, dead)
+	if err := s.writeDeadLetterFile(tp, from, to, dead); err != nil {
+		return err
 	}
-	if err == nil {
-		s.mu.Lock()
-		s.mu.dead += int64(len(dead))
-		s.mu.Unlock()
-	}
-	return err
+	s.mu.Lock()
+	s.mu.dead += int64(len(dead))
+	s.mu.Unlock()
+	return nil
 }
 
 // writeDeadLetterFile writes the range's file atomically: temp, fsync,
@@ -112,28 +108,24 @@ func (s *Source) writeDeadLetterFile(tp topicPartition, from, to int64, dead []d
 	return d.Sync()
 }
 
-// produceDeadLetters sends the bad values to the dead-letter topic, keyed
-// by "topic/partition/offset" of the original so a re-run of the batch
-// writes records with the same keys (see the package documentation).
-func (s *Source) produceDeadLetters(ctx context.Context, dead []deadLetter) error {
-	recs := make([]*kgo.Record, 0, len(dead))
-	for _, d := range dead {
-		src := d.rec.Topic + "/" + strconv.Itoa(int(d.rec.Partition)) + "/" + strconv.FormatInt(d.rec.Offset, 10)
-		r := &kgo.Record{
-			Topic:     s.c.deadTopic,
-			Key:       []byte(src),
-			Value:     d.rec.Value,
-			Timestamp: d.rec.Timestamp,
-		}
-		r.Headers = append(r.Headers, d.rec.Headers...)
-		r.Headers = append(r.Headers,
-			kgo.RecordHeader{Key: HeaderError, Value: []byte(d.err.Error())},
-			kgo.RecordHeader{Key: HeaderSource, Value: []byte(src)},
-		)
-		if d.rec.Key != nil {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderOriginalKey, Value: d.rec.Key})
-		}
-		recs = append(recs, r)
+// deadRecord is the dead-letter record of d: key "topic/partition/offset"
+// of the original, its value, timestamp and headers, plus the onceflow
+// headers (see the package documentation).
+func (s *Source) deadRecord(d deadLetter) *kgo.Record {
+	src := d.rec.Topic + "/" + strconv.Itoa(int(d.rec.Partition)) + "/" + strconv.FormatInt(d.rec.Offset, 10)
+	r := &kgo.Record{
+		Topic:     s.c.deadTopic,
+		Key:       []byte(src),
+		Value:     d.rec.Value,
+		Timestamp: d.rec.Timestamp,
 	}
-	return s.cl.ProduceSync(ctx, recs...).FirstErr()
+	r.Headers = append(r.Headers, d.rec.Headers...)
+	r.Headers = append(r.Headers,
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(d.err.Error())},
+		kgo.RecordHeader{Key: HeaderSource, Value: []byte(src)},
+	)
+	if d.rec.Key != nil {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderOriginalKey, Value: d.rec.Key})
+	}
+	return r
 }

@@ -12,6 +12,9 @@
 //
 // # Lifecycle (the engine's calls, in order)
 //
+//  0. OpenCheckpoint (with DeadLetterTopic only) loads or creates the
+//     dead-letter transactional id and starts the dead-letter producer
+//     (see Bad values).
 //  1. InitialOffset resolves the starting position (Earliest, Latest,
 //     SpecificOffsets, AtTimestamp) once, for batch 0.
 //  2. LatestOffset(start) plans the next batch's end: for each partition
@@ -48,15 +51,50 @@
 //     to), written to a temporary file, fsynced and renamed. A re-run of the
 //     batch (same range, from the offset log) rewrites the same file with
 //     the same content.
-//   - DeadLetterTopic: each bad record is produced, before Read returns,
-//     with key "topic/partition/offset" of the original, its value and
+//   - DeadLetterTopic: each bad record is produced to the topic with key
+//     "topic/partition/offset" of the original, its value, timestamp and
 //     headers, plus headers onceflow-error (the reason), onceflow-source
-//     and onceflow-original-key. A re-run after a crash produces the same
-//     records again with the same keys: the dead-letter topic should be
-//     compacted (cleanup.policy=compact), or its readers deduplicate by
-//     key. This is idempotent keying rather than a transaction: a dead
-//     letter may be visible before its batch commits, never twice once
-//     compacted, and never lost.
+//     (the same "topic/partition/offset") and onceflow-original-key (when
+//     the original had a key).
+//
+// The dead-letter topic is exactly-once for read_committed readers. The
+// dead letters of one Read (every partition range of the batch) are
+// produced in one Kafka transaction, after the last row is emitted and
+// before Read returns, together with one progress marker per source
+// partition on a compacted progress topic (DeadLetterProgressTopic,
+// default "<dead-letter topic>-progress", created if missing). The marker
+// says: the dead letters of every offset below End are committed. Before
+// producing, Read drops the dead letters below the partition's committed
+// marker, so a batch that runs again after a crash (the same range, from
+// the engine's offset log) produces nothing twice:
+//
+//   - crash before the commit: the open transaction is never visible under
+//     read_committed; the next process's InitProducerID aborts it (or the
+//     broker does at DeadLetterTransactionTimeout), and the re-run
+//     produces the dead letters once;
+//   - crash after the commit, before the engine's commits/N: the re-run
+//     finds the marker and produces nothing (Stats.DeadLettersSkipped);
+//   - a failed or unknown commit fails the Read; the next Read starts a new
+//     producer, which completes the old transaction, and reads the markers
+//     again before deciding;
+//   - a zombie (an older process still running) is fenced: the transactional
+//     id is stable, so the new process's InitProducerID bumps the epoch and
+//     the zombie can no longer commit; a Source that sees itself fenced
+//     fails every later Read with ErrFenced.
+//
+// A marker names the source topic's id too: the markers of a topic that was
+// deleted and created again do not cover the new topic's offsets. A reader
+// with read_uncommitted sees the records of aborted attempts as well.
+//
+// The transactional id is DeadLetterTransactionalID when set; otherwise
+// OpenCheckpoint creates one ("onceflow-deadletter-" and 24 random hex
+// digits) on the query's first start and keeps it in the source's folder of
+// the checkpoint, so it is stable across restarts and differs between
+// checkpoints (a copied checkpoint shares it: the copy and the original
+// fence each other). Without either, Read fails with ErrNoTransactionalID.
+// OpenCheckpoint also starts the producer, so a restarted query fences its
+// zombie before planning, and checks the transaction timeout against the
+// brokers' transaction.max.timeout.ms.
 //
 // # Lost data
 //
@@ -67,8 +105,23 @@
 // naming topic, partition, the expected and the available offsets. With
 // false, the gap is skipped, logged to the Logger and counted in Stats.
 //
+// # Checkpoint folder
+//
+// With DeadLetterTopic and no DeadLetterTransactionalID, the source keeps
+// one object in its folder of the checkpoint, written once with
+// put-if-absent: DeadLetterIDFile ("deadletter.json"),
+// {"v":1,"transactionalId":"onceflow-deadletter-<24 hex digits>"}.
+//
+// # Progress markers
+//
+// A marker on the progress topic has key
+// "<transactional id>/<topic>/<partition>" and the JSON value
+// {"v":1,"transactionalId":…,"topic":…,"topicId":"<32 hex digits>",
+// "partition":…,"end":…,"source":"kafka[…]"}. The newest committed marker of
+// a key wins, as compaction keeps it.
+//
 // # Concurrency
 //
 // The engine calls one method at a time; Stats may be called concurrently
-// with any of them. Close releases the client.
+// with any of them. Close releases the clients.
 package kafka

@@ -15,8 +15,17 @@ var (
 	ErrDecode = errors.New("kafka: value does not decode")
 	// ErrBadOffsets is returned for offsets JSON that does not parse.
 	ErrBadOffsets = errors.New("kafka: bad offsets")
-	// ErrConfig is returned by New for an invalid option set.
+	// ErrConfig is returned by New for an invalid option set, and for a
+	// dead-letter transaction timeout above the brokers' maximum.
 	ErrConfig = errors.New("kafka: invalid configuration")
+	// ErrFenced is returned by Read when a newer instance with the same
+	// dead-letter transactional id has started: this instance produces no
+	// more dead letters (a new Source must take over).
+	ErrFenced = errors.New("kafka: dead-letter producer fenced by a newer instance")
+	// ErrNoTransactionalID is returned when DeadLetterTopic is set but the
+	// source has no transactional id: neither OpenCheckpoint nor
+	// DeadLetterTransactionalID gave it one.
+	ErrNoTransactionalID = errors.New("kafka: dead-letter topic without a transactional id (run under the engine, which calls OpenCheckpoint, or set DeadLetterTransactionalID)")
 )
 
 // DataLossError names the partition and the offsets that cannot be read.

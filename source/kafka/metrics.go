@@ -6,7 +6,7 @@ package kafka
 // (latest − end), plus the data-loss and dead-letter counters.
 //
 //	{"partitions":[{"topic":"payments","partition":0,"start":10,"end":42,"latest":50,"lag":8}],
-//	 "lag":8,"dataLossGaps":0,"skippedOffsets":0,"deadLetters":0}
+//	 "lag":8,"dataLossGaps":0,"skippedOffsets":0,"deadLetters":0,"deadLettersSkipped":0}
 func (s *Source) Metrics() map[string]any {
 	st := s.Stats()
 	parts := make([]map[string]any, 0, len(st.Partitions))
@@ -24,6 +24,8 @@ func (s *Source) Metrics() map[string]any {
 		"dataLossGaps":   st.DataLossGaps,
 		"skippedOffsets": st.SkippedOffsets,
 		"deadLetters":    st.DeadLetters,
+		// dead letters an earlier run of the batch had committed
+		"deadLettersSkipped": st.DeadLettersSkipped,
 	}
 }
 

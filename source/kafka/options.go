@@ -80,6 +80,9 @@ type config struct {
 	decoder        decoderKind
 	jsonSchema     *arrow.Schema
 	deadTopic      string
+	deadProgress   string
+	deadTxnID      string
+	deadTimeout    time.Duration
 	deadDir        string
 	mem            memory.Allocator
 	rowsPerRecord  int
@@ -95,6 +98,7 @@ func defaults() config {
 		mem:            memory.DefaultAllocator,
 		rowsPerRecord:  8192,
 		fetchMaxBytes:  16 << 20,
+		deadTimeout:    60 * time.Second,
 	}
 }
 
@@ -194,10 +198,45 @@ func ValueJSON(schema *arrow.Schema) Option {
 	return func(c *config) { c.decoder, c.jsonSchema = decodeJSON, schema }
 }
 
-// DeadLetterTopic sends values that do not decode to this topic instead of
-// failing the batch (see the package documentation).
+// DeadLetterTopic sends values that do not decode to this topic, which
+// must exist, instead of failing the batch: the dead letters of one Read
+// are produced in one Kafka transaction with a progress marker per source
+// partition, so a read_committed reader of the topic sees each dead letter
+// once across crashes and re-runs (see the package documentation). The
+// transaction needs a stable transactional id: run the source under the
+// engine (OpenCheckpoint keeps one in the checkpoint) or set
+// DeadLetterTransactionalID.
 func DeadLetterTopic(topic string) Option {
 	return func(c *config) { c.deadTopic = topic }
+}
+
+// DeadLetterProgressTopic sets the compacted topic holding the dead-letter
+// progress markers (default: the dead-letter topic's name followed by
+// "-progress"). The source creates it, with cleanup.policy=compact and one
+// partition, if it is missing. Several queries may share it: each marker is
+// keyed by its transactional id.
+func DeadLetterProgressTopic(topic string) Option {
+	return func(c *config) { c.deadProgress = topic }
+}
+
+// DeadLetterTransactionalID sets the transactional id of the dead-letter
+// producer (default: the one OpenCheckpoint creates once and keeps in the
+// source's folder of the checkpoint). It must stay the same across
+// restarts of the query, so a new process fences the old one and finds its
+// markers, and must never be shared by two queries or two sources.
+func DeadLetterTransactionalID(id string) Option {
+	return func(c *config) { c.deadTxnID = id }
+}
+
+// DeadLetterTransactionTimeout sets the timeout of the dead-letter
+// transaction (default 60s): how long the broker keeps a transaction of a
+// process that died open before aborting it, holding back read_committed
+// readers of the dead-letter topic. A restart with the same transactional
+// id aborts it at once. It must not exceed the brokers'
+// transaction.max.timeout.ms; the source checks that before its first
+// transaction.
+func DeadLetterTransactionTimeout(d time.Duration) Option {
+	return func(c *config) { c.deadTimeout = d }
 }
 
 // DeadLetterDir writes values that do not decode to JSON-lines files in dir
@@ -219,6 +258,15 @@ func Allocator(mem memory.Allocator) Option {
 // RowsPerRecord caps the rows of one emitted Arrow record (default 8192).
 func RowsPerRecord(n int) Option {
 	return func(c *config) { c.rowsPerRecord = n }
+}
+
+// progressTopic is the dead-letter progress topic (see
+// DeadLetterProgressTopic).
+func (c *config) progressTopic() string {
+	if c.deadProgress != "" {
+		return c.deadProgress
+	}
+	return c.deadTopic + "-progress"
 }
 
 func (c *config) validate() error {
@@ -245,6 +293,15 @@ func (c *config) validate() error {
 	}
 	if c.deadTopic != "" && c.deadDir != "" {
 		problems = append(problems, "at most one of DeadLetterTopic and DeadLetterDir")
+	}
+	if c.deadTopic == "" && (c.deadProgress != "" || c.deadTxnID != "") {
+		problems = append(problems, "DeadLetterProgressTopic and DeadLetterTransactionalID need DeadLetterTopic")
+	}
+	if c.deadTopic != "" && c.deadTopic == c.progressTopic() {
+		problems = append(problems, "the dead-letter progress topic must differ from the dead-letter topic")
+	}
+	if c.deadTimeout <= 0 {
+		problems = append(problems, fmt.Sprintf("DeadLetterTransactionTimeout %s must be positive", c.deadTimeout))
 	}
 	if c.start.kind == startSpecific {
 		if _, err := parseOffsets(c.start.specific, true); err != nil {

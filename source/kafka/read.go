@@ -26,6 +26,11 @@ const (
 // partition's leader, so the end is reached by offsets, not by counting
 // records: transaction markers and aborted records inside the range are
 // skipped by offset, and Read returns once the fetch position reaches end.
+//
+// With DeadLetterTopic, the dead letters of all the ranges are produced in
+// one transaction after the last record is emitted and before Read returns
+// (see the package documentation); an error then fails the Read, and the
+// engine runs the batch again.
 func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
 	st, err := ParseOffsets(start)
 	if err != nil {
@@ -35,9 +40,13 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 	if err != nil {
 		return fmt.Errorf("kafka: read: end: %w", err)
 	}
+	if s.c.deadTopic != "" && s.DeadLetterTransactionalID() == "" {
+		return fmt.Errorf("kafka: read: %w", ErrNoTransactionalID)
+	}
 	w := newRowWriter(s.c.mem, &s.c, s.schema)
 	defer w.release()
 	var meta *leaders
+	var deadRanges []deadRange
 	for _, tp := range en.list() {
 		from, ok := st.get(tp.topic, tp.partition)
 		if !ok {
@@ -52,12 +61,29 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 				return fmt.Errorf("kafka: read: %w", err)
 			}
 		}
-		if err := s.readRange(ctx, meta, tp, from, to, w, emit); err != nil {
+		dead, err := s.readRange(ctx, meta, tp, from, to, w, emit)
+		if err != nil {
 			return fmt.Errorf("kafka: read %s [%d, %d): %w", tp, from, to, err)
 		}
+		if len(dead) == 0 {
+			continue
+		}
+		if s.c.deadDir != "" {
+			if err := s.writeDeadLetters(tp, from, to, dead); err != nil {
+				return fmt.Errorf("kafka: read %s [%d, %d): dead letters: %w", tp, from, to, err)
+			}
+			continue
+		}
+		_, id, _ := meta.lookup(tp)
+		deadRanges = append(deadRanges, deadRange{tp: tp, topicID: id, from: from, to: to, dead: dead})
 	}
 	if err := w.flush(emit); err != nil {
 		return fmt.Errorf("kafka: read: emit: %w", err)
+	}
+	if len(deadRanges) > 0 {
+		if err := s.produceDeadLetters(ctx, deadRanges); err != nil {
+			return fmt.Errorf("kafka: read: dead letters to %q: %w", s.c.deadTopic, err)
+		}
 	}
 	return nil
 }
@@ -97,12 +123,13 @@ func (s *Source) isolation() kgo.IsolationLevel {
 	return kgo.ReadUncommitted()
 }
 
-func (s *Source) fetch(ctx context.Context, leader int32, id [16]byte, tp topicPartition, off int64) (*kmsg.FetchResponseTopicPartition, error) {
+// fetch fetches tp from off, read_committed when committed is set.
+func (s *Source) fetch(ctx context.Context, leader int32, id [16]byte, tp topicPartition, off int64, committed bool) (*kmsg.FetchResponseTopicPartition, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = int32(fetchWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = s.c.fetchMaxBytes
-	if s.c.readCommitted {
+	if committed {
 		req.IsolationLevel = 1
 	}
 	rt := kmsg.NewFetchRequestTopic()
@@ -134,14 +161,22 @@ func (s *Source) fetch(ctx context.Context, leader int32, id [16]byte, tp topicP
 	return nil, fmt.Errorf("fetch response without partition %d", tp.partition)
 }
 
-// readRange reads [from, to) of one partition into w.
-func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition, from, to int64, w *rowWriter, emit func(arrow.RecordBatch) error) error {
+// readRange reads [from, to) of one partition into w and returns the
+// records whose value does not decode when a dead-letter output is set.
+func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition, from, to int64, w *rowWriter, emit func(arrow.RecordBatch) error) ([]deadLetter, error) {
 	var (
-		off             = from
-		retries, idle   int
-		dead            []deadLetter
-		lastErr         error
-		refresh         = func() error { m, err := s.loadLeaders(ctx, meta.topics); *meta = *m; return err }
+		off           = from
+		retries, idle int
+		dead          []deadLetter
+		lastErr       error
+		refresh       = func() error {
+			m, err := s.loadLeaders(ctx, meta.topics)
+			if err != nil {
+				return err // keep the old leaders; the next attempt refreshes again
+			}
+			*meta = *m
+			return nil
+		}
 		backoff         = func() error { return sleep(ctx, time.Duration(min(retries, 10))*20*time.Millisecond) }
 		retryable       = func(err error) error { lastErr = err; retries++; return nil }
 		dataLossMissing = func() error {
@@ -151,14 +186,14 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 	)
 	for off < to {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		if retries > maxRetries {
-			return fmt.Errorf("offset %d: giving up after %d attempts: %w", off, retries, lastErr)
+			return nil, fmt.Errorf("offset %d: giving up after %d attempts: %w", off, retries, lastErr)
 		}
 		if retries > 0 {
 			if err := backoff(); err != nil {
-				return err
+				return nil, err
 			}
 			if err := refresh(); err != nil {
 				_ = retryable(err)
@@ -172,15 +207,15 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 				continue
 			}
 			if err := dataLossMissing(); err != nil {
-				return err
+				return nil, err
 			}
 			off = to
 			break
 		}
-		rp, err := s.fetch(ctx, leader, id, tp, off)
+		rp, err := s.fetch(ctx, leader, id, tp, off, s.c.readCommitted)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			_ = retryable(err)
 			continue
@@ -196,7 +231,7 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			first, ok := lso.get(tp.topic, tp.partition)
 			if !ok {
 				if err := dataLossMissing(); err != nil {
-					return err
+					return nil, err
 				}
 				off = to
 				continue
@@ -204,7 +239,7 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			if off < first {
 				if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: off, Available: first,
 					Reason: "records deleted by retention or DeleteRecords"}, min(first, to)-off); err != nil {
-					return err
+					return nil, err
 				}
 				off = min(first, to)
 				continue
@@ -212,14 +247,14 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			// Above the high watermark: the partition was truncated.
 			if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: to, Available: rp.HighWatermark,
 				Reason: "the partition ends below the batch's end offset (truncated or recreated)"}, to-off); err != nil {
-				return err
+				return nil, err
 			}
 			off = to
 			continue
 		case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
 			if retries >= 3 {
 				if err := dataLossMissing(); err != nil {
-					return err
+					return nil, err
 				}
 				off = to
 				continue
@@ -232,7 +267,7 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 				_ = retryable(perr)
 				continue
 			}
-			return fmt.Errorf("fetch offset %d: %w", off, perr)
+			return nil, fmt.Errorf("fetch offset %d: %w", off, perr)
 		}
 		retries = 0
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
@@ -242,7 +277,7 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			Partition:      tp.partition,
 		}, rp, s.decomp, nil)
 		if fp.Err != nil {
-			return fmt.Errorf("fetch offset %d: decode record batch: %w", off, fp.Err)
+			return nil, fmt.Errorf("fetch offset %d: decode record batch: %w", off, fp.Err)
 		}
 		for _, r := range fp.Records {
 			if r.Offset < off {
@@ -255,7 +290,7 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			if field, reason, ok := w.decode(r); !ok {
 				de := &DecodeError{Topic: tp.topic, Partition: tp.partition, Offset: r.Offset, Field: field, Reason: reason}
 				if s.c.deadTopic == "" && s.c.deadDir == "" {
-					return de
+					return nil, de
 				}
 				dead = append(dead, deadLetter{rec: r, err: de})
 				continue
@@ -263,7 +298,7 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			w.append(r)
 			if w.rows >= s.c.rowsPerRecord {
 				if err := w.flush(emit); err != nil {
-					return fmt.Errorf("emit: %w", err)
+					return nil, fmt.Errorf("emit: %w", err)
 				}
 			}
 		}
@@ -282,23 +317,18 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 		case idle >= maxIdleFetches && stable >= 0 && stable < to:
 			if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: to, Available: stable,
 				Reason: "the partition's readable end stays below the batch's end offset"}, to-off); err != nil {
-				return err
+				return nil, err
 			}
 			off = to
 		case idle >= 4*maxIdleFetches:
-			return fmt.Errorf("fetch offset %d: no progress after %d fetches (readable end %d)", off, idle, stable)
+			return nil, fmt.Errorf("fetch offset %d: no progress after %d fetches (readable end %d)", off, idle, stable)
 		default:
 			if err := sleep(ctx, time.Duration(idle)*5*time.Millisecond); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	if len(dead) > 0 {
-		if err := s.writeDeadLetters(ctx, tp, from, to, dead); err != nil {
-			return fmt.Errorf("dead letters: %w", err)
-		}
-	}
-	return nil
+	return dead, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -27,11 +27,26 @@ type Source struct {
 
 	mu struct {
 		sync.Mutex
-		availNow Offsets // set by PrepareAvailableNow
-		parts    map[topicPartition]PartitionStats
-		gaps     int64
-		skipped  int64
-		dead     int64
+		availNow    Offsets // set by PrepareAvailableNow
+		parts       map[topicPartition]PartitionStats
+		gaps        int64
+		skipped     int64
+		dead        int64
+		deadSkipped int64
+	}
+
+	// dl is the transactional dead-letter producer (DeadLetterTopic);
+	// held for a whole dead-letter transaction.
+	dl struct {
+		sync.Mutex
+		id        string
+		cl        *kgo.Client // nil until initialised, and after a failure
+		checked   bool        // timeout, topics checked and progress topic created
+		committed map[topicPartition]committedEnd
+		fenced    error
+		// beforeCommit, when set (tests only), runs between produce and
+		// commit.
+		beforeCommit func()
 	}
 }
 
@@ -56,6 +71,9 @@ type Stats struct {
 	SkippedOffsets int64
 	// DeadLetters counts values sent to the dead-letter output.
 	DeadLetters int64
+	// DeadLettersSkipped counts dead letters not produced again because
+	// an earlier run of their batch had committed them (DeadLetterTopic).
+	DeadLettersSkipped int64
 }
 
 // New validates the options and creates the client. It does not contact
@@ -68,20 +86,7 @@ func New(opts ...Option) (*Source, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(c.brokers...),
-		// Planning must see partitions and topics created a moment ago;
-		// kadm answers from metadata cached up to this age.
-		kgo.MetadataMinAge(10 * time.Millisecond),
-	}
-	if c.tls != nil {
-		kopts = append(kopts, kgo.DialTLSConfig(c.tls))
-	}
-	if c.sasl != nil {
-		kopts = append(kopts, kgo.SASL(c.sasl))
-	}
-	kopts = append(kopts, c.extra...)
-	cl, err := kgo.NewClient(kopts...)
+	cl, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: client: %w", err)
 	}
@@ -93,11 +98,33 @@ func New(opts ...Option) (*Source, error) {
 		decomp: kgo.DefaultDecompressor(),
 	}
 	s.mu.parts = map[topicPartition]PartitionStats{}
+	s.dl.id = c.deadTxnID
 	return s, nil
 }
 
-// Close releases the client.
+// clientOpts are the client options of both clients: brokers, TLS, SASL,
+// extra (the dead-letter producer's transactional options), then the
+// user's ClientOpts.
+func (c *config) clientOpts(extra ...kgo.Opt) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.brokers...),
+		// Planning must see partitions and topics created a moment ago;
+		// kadm answers from metadata cached up to this age.
+		kgo.MetadataMinAge(10 * time.Millisecond),
+	}
+	if c.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.tls))
+	}
+	if c.sasl != nil {
+		opts = append(opts, kgo.SASL(c.sasl))
+	}
+	opts = append(opts, extra...)
+	return append(opts, c.extra...)
+}
+
+// Close releases the clients.
 func (s *Source) Close() error {
+	s.closeDead()
 	s.cl.Close()
 	return nil
 }
@@ -440,7 +467,7 @@ func (s *Source) setStats(tp topicPartition, start, end, latest int64) {
 func (s *Source) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{DataLossGaps: s.mu.gaps, SkippedOffsets: s.mu.skipped, DeadLetters: s.mu.dead}
+	st := Stats{DataLossGaps: s.mu.gaps, SkippedOffsets: s.mu.skipped, DeadLetters: s.mu.dead, DeadLettersSkipped: s.mu.deadSkipped}
 	for _, p := range s.mu.parts {
 		st.Partitions = append(st.Partitions, p)
 	}

@@ -501,7 +501,8 @@ func TestJSONValues(t *testing.T) {
 	t.Run("dead letter topic", func(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"))
+		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"),
+			kafka.DeadLetterTransactionalID("json-values"))
 		rows, err := readRows(t, src, start, end)
 		if err != nil {
 			t.Fatal(err)

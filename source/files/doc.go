@@ -19,7 +19,12 @@
 //
 // A file name, once taken, is never taken again, even if a file of that
 // name reappears later: the log of taken names is the source's memory, and
-// it lives as long as the checkpoint.
+// it lives as long as the checkpoint. WithMaxFileAge(d) trades that for a
+// bounded memory, as Spark's maxFileAge: with N the newest modification
+// time of any file taken so far, a file modified before N-d is never
+// taken, and names that old are forgotten at the next compaction (a file
+// that reappears under a forgotten name with a recent modification time is
+// new).
 //
 // # Offsets and the files log
 //
@@ -40,6 +45,28 @@
 //
 // PrepareAvailableNow lists the directory once; later batches take only
 // files from that listing.
+//
+// # Compaction
+//
+// Commit(end), after it cleaned up, compacts the log when end reached a
+// boundary c of WithLogCompactInterval(n) (default 10; (c+1) a multiple of
+// n) past the newest compact entry: compact/<c> holds every remembered
+// entry 0…c with its files (the previous compact entry's plus the plain
+// ones after it), written put-if-absent with bytes that depend only on
+// those entries and the options, so a second attempt writes the same
+// object. Only once it is durable are the plain entries 0…c deleted, then
+// the older compact entries. The checkpoint folder thus holds one compact
+// entry and fewer than n plain entries after it (plus the entries of
+// batches not committed yet), and OpenCheckpoint reads only those; a crash
+// between the steps leaves objects the next Commit deletes. Entries of
+// committed batches are the only ones compacted; since the compact entry
+// keeps each entry's files, a range can still be read whole after its
+// plain entries are gone (a re-run, a fork, an audit), unless WithMaxFileAge
+// forgot an entry: a compaction drops an entry whose files are all older
+// than the newest modification time among entries 0…c minus the age, and
+// a Read that needs it fails with ErrBadOffset. A checkpoint written
+// before compaction existed (plain entries only) is read whole once and
+// compacted at its next boundary.
 //
 // # Parsing
 //
@@ -104,14 +131,18 @@
 // # Lifecycle and concurrency
 //
 // New, OpenCheckpoint, then LatestOffset / Read / Commit as the engine
-// plans, runs and commits batches. The taken set and every entry's file
-// list are kept in memory (rebuilt by OpenCheckpoint). A Source is safe
+// plans, runs and commits batches. The taken set and every remembered
+// entry's file list are kept in memory (rebuilt by OpenCheckpoint, which
+// writes nothing); without WithMaxFileAge they grow with the number of
+// files ever taken, as does the compact entry. A Source is safe
 // for concurrent use; Read emits records of at most WithBatchSize rows
 // (default 65536), spanning files, and releases each after emit returns.
 //
-// Fault points FaultAfterLog and FaultMidCleanup (internal/fault) let crash
-// tests kill a process right after a log entry is written and in the middle
-// of a cleanup.
+// Fault points FaultAfterLog, FaultMidCleanup, FaultAfterCompact and
+// FaultAfterLogPurge (internal/fault) let crash tests kill a process right
+// after a log entry is written, in the middle of a cleanup, right after a
+// compact entry is written, and between the deletion of the plain entries
+// it covers and that of the older compact entries.
 //
 // The on-disk formats are described in docs/format/files-source.md.
 package files

@@ -1,0 +1,178 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/internal/testenv"
+	"github.com/onceflow/onceflow/source/kafka"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// Environment of the helper process TestKafkaDeadLetterChild.
+const (
+	dlqBrokersEnv    = "ONCEFLOW_TEST_DLQ_BROKERS"
+	dlqCheckpointEnv = "ONCEFLOW_TEST_DLQ_CHECKPOINT"
+)
+
+var dlqSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "payment_id", Type: arrow.BinaryTypes.String},
+	{Name: "amount_cents", Type: arrow.PrimitiveTypes.Int64},
+}, nil)
+
+// TestKafkaDeadLetterCrash runs a query whose Kafka source sends bad values
+// to a dead-letter topic in a process of its own (this test binary, as
+// TestKafkaDeadLetterChild), kills it with SIGKILL inside the dead-letter
+// transaction (after produce, after commit) and at engine steps around
+// the read, restarts it on the same checkpoint, and checks that a
+// read_committed reader of the dead-letter topic sees every bad payment
+// exactly once. The broker (kfake) lives in this process, so it outlives
+// the kills.
+func TestKafkaDeadLetterCrash(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"payments": 2, "payments-dlq": 2})
+	t.Setenv(dlqBrokersEnv, strings.Join(c.Addrs(), ","))
+	t.Setenv(dlqCheckpointEnv, t.TempDir())
+	run := crashRun{bin: os.Args[0], args: []string{"-test.run=^TestKafkaDeadLetterChild$", "-test.count=1"}}
+
+	cl := testenv.KafkaClient(t, c, kgo.DefaultProduceTopic("payments"))
+	bad := map[string]bool{} // dead-letter keys expected: "payments/<partition>/<offset>"
+	sent := 0
+	produceSome := func(n int) {
+		t.Helper()
+		recs := make([]*kgo.Record, 0, n)
+		for i := sent; i < sent+n; i++ {
+			v := fmt.Sprintf(`{"payment_id":"p-%d","amount_cents":%d}`, i, 100+i)
+			switch i % 9 {
+			case 4:
+				v = fmt.Sprintf(`{"payment_id":"p-%d","amount_cents":%d.5}`, i, i) // not an integer
+			case 7:
+				v = "not json"
+			}
+			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint("p-", i)), Value: []byte(v)})
+		}
+		res := cl.ProduceSync(context.Background(), recs...)
+		if err := res.FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res { // in completion order, not input order
+			if v := string(r.Record.Value); v == "not json" || strings.Contains(v, ".5}") {
+				bad[fmt.Sprintf("payments/%d/%d", r.Record.Partition, r.Record.Offset)] = true
+			}
+		}
+		sent += n
+	}
+
+	points := []string{kafka.FaultDeadLetterAfterProduce, kafka.FaultDeadLetterAfterCommit,
+		engine.FaultAfterWAL, engine.FaultMidRead, engine.FaultAfterSink}
+	kills := map[string]int{}
+	for round := 0; round < 2; round++ {
+		for _, p := range points {
+			produceSome(120)
+			killed, stderr := run.once(t, p+"@2", 0)
+			if killed {
+				if !strings.Contains(stderr, "onceflow-fault: "+p) {
+					t.Fatalf("killed without reaching %s:\n%s", p, stderr)
+				}
+				kills[p]++
+			}
+		}
+	}
+	produceSome(50)
+	if killed, stderr := run.once(t, "", 0); killed {
+		t.Fatalf("final run killed:\n%s", stderr)
+	}
+	t.Logf("kills per fault point: %v", kills)
+	for _, p := range []string{kafka.FaultDeadLetterAfterProduce, kafka.FaultDeadLetterAfterCommit} {
+		if kills[p] == 0 {
+			t.Errorf("fault point %s never killed the process", p)
+		}
+	}
+
+	seen := map[string]int{}
+	committed := testenv.KafkaReadCommitted(t, c, "payments-dlq", 0)
+	for _, r := range committed {
+		seen[string(r.Key)]++
+	}
+	var dup, missing, extra []string
+	for k, n := range seen {
+		if n > 1 {
+			dup = append(dup, fmt.Sprintf("%s×%d", k, n))
+		}
+		if !bad[k] {
+			extra = append(extra, k)
+		}
+	}
+	for k := range bad {
+		if seen[k] == 0 {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(dup)
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(dup)+len(missing)+len(extra) > 0 {
+		t.Fatalf("dead letters under read_committed: duplicated %v, missing %v, unexpected %v", dup, missing, extra)
+	}
+	// The kills inside the transaction left aborted copies that only a
+	// read_uncommitted reader sees: the check above had something to catch.
+	all := readTopic(t, c.Addrs()[0], "payments-dlq", false)
+	t.Logf("%d payments, %d bad; dead-letter topic: %d records committed, %d in all", sent, len(bad), len(committed), len(all))
+	if len(all) <= len(committed) {
+		t.Errorf("no aborted dead letters in the topic: the kill inside the transaction did not leave one open")
+	}
+}
+
+// TestKafkaDeadLetterChild is the query process of TestKafkaDeadLetterCrash;
+// it does nothing unless that test started it.
+func TestKafkaDeadLetterChild(t *testing.T) {
+	brokers := os.Getenv(dlqBrokersEnv)
+	if brokers == "" {
+		t.Skip("the helper process of TestKafkaDeadLetterCrash")
+	}
+	if err := runDeadLetterQuery(strings.Split(brokers, ","), os.Getenv(dlqCheckpointEnv)); err != nil {
+		fmt.Fprintln(os.Stderr, "dead-letter query:", err) // the parent shows stderr
+		os.Exit(1)
+	}
+}
+
+func runDeadLetterQuery(brokers []string, cpDir string) error {
+	ctx := context.Background()
+	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
+	if err != nil {
+		return err
+	}
+	defer cp.Close()
+	src, err := kafka.New(kafka.Brokers(brokers...), kafka.Topics("payments"), kafka.ValueJSON(dlqSchema),
+		kafka.DeadLetterTopic("payments-dlq"), kafka.MaxOffsetsPerTrigger(40))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	q, err := engine.NewQuery(engine.ReadStream(src),
+		engine.WithName("dead-letters"),
+		engine.WithOutputMode(engine.Append),
+		engine.WithCheckpoint(cp),
+		engine.WithSink(discard{}),
+		engine.WithTrigger(engine.AvailableNow()),
+	)
+	if err != nil {
+		return err
+	}
+	return q.Run(ctx)
+}
+
+// discard is a sink that keeps nothing: the test looks at the dead-letter
+// topic only.
+type discard struct{}
+
+func (discard) Description() string { return "discard" }
+
+func (discard) AddBatch(context.Context, int64, *arrow.Schema, []arrow.RecordBatch) error { return nil }

@@ -358,3 +358,70 @@ func TestCompactCorruption(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCompactedLog measures, for a history of n entries of one file
+// each, one compaction (its cost grows with the remembered entries) and
+// one OpenCheckpoint of the compacted log, on a local store that fsyncs,
+// and one OpenCheckpoint of the same history as plain entries.
+func BenchmarkCompactedLog(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := storage.OpenLocal(b.TempDir(), storage.LocalOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			store := storage.Sub(st, "sources/0")
+			s, err := New(b.TempDir(), JSON, payments(), WithLogCompactInterval(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.OpenCheckpoint(ctx, store); err != nil {
+				b.Fatal(err)
+			}
+			add := func(k int64) {
+				s.mu.entries[k] = []FileRecord{{Name: fmt.Sprintf("p-%09d.json", k), Size: 4096, ModTime: t0.Add(time.Duration(k) * time.Second).UnixNano()}}
+				s.mu.latest = k
+			}
+			for k := range int64(n) {
+				add(k)
+			}
+			b.Run("compact", func(b *testing.B) {
+				for b.Loop() {
+					s.mu.Lock()
+					add(s.mu.latest + 1)
+					err := s.compactThrough(ctx, s.mu.latest)
+					s.mu.Unlock()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("open", func(b *testing.B) {
+				for b.Loop() {
+					if err := s.OpenCheckpoint(ctx, store); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			// The same history as plain entries only, as before compaction.
+			plain, err := storage.OpenLocal(b.TempDir(), storage.LocalOptions{NoSync: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			log := offsetlog.New[LogEntry](plain, logDir)
+			for k := range int64(n) {
+				if err := log.Add(ctx, k, LogEntry{Files: s.mu.entries[k]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("open-uncompacted", func(b *testing.B) {
+				for b.Loop() {
+					if err := s.OpenCheckpoint(ctx, plain); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

@@ -621,6 +621,14 @@ func TestNewRejects(t *testing.T) {
 		"no schema":        func() error { _, err := New("d", JSON, nil); return err },
 		"bad glob":         func() error { _, err := New("d", JSON, payments(), WithGlob("[")); return err },
 		"bad format":       func() error { _, err := New("d", Format(9), payments()); return err },
+		"compact interval 0": func() error {
+			_, err := New("d", JSON, payments(), WithLogCompactInterval(0))
+			return err
+		},
+		"negative max file age": func() error {
+			_, err := New("d", JSON, payments(), WithMaxFileAge(-time.Second))
+			return err
+		},
 	} {
 		if err := fn(); !errors.Is(err, ErrBadOption) {
 			t.Errorf("%s: err %v, want ErrBadOption", name, err)

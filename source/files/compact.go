@@ -147,7 +147,7 @@ func (s *Source) writeCompact(ctx context.Context, c int64) error {
 			newest = max(newest, f.ModTime)
 		}
 	}
-	ce := compactEntry{Through: c, NewestModTime: newest}
+	ce := compactEntry{Through: c, NewestModTime: newest, Entries: []compactedLog{}}
 	var cutoff int64 = noneTaken
 	if s.cfg.maxAge > 0 && newest != noneTaken {
 		cutoff = newest - int64(s.cfg.maxAge)

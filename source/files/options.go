@@ -162,8 +162,12 @@ func WithLogCompactInterval(n int) Option { return func(c *config) { c.compactEv
 // N-d (N over the entries it compacts). A forgotten name is no longer
 // remembered, so a file that reappears under it with a recent modification
 // time is taken as new, and a Read of a forgotten entry fails with
-// ErrBadOffset. Default 0: every name is remembered for as long as the
-// checkpoint lives and a name once taken is never taken again.
+// ErrBadOffset. Files the age rule skips are skipped silently, as in
+// Spark: use it only when files land in modification-time order within d
+// of each other, and beware that one file with a modification time far in
+// the future moves N and makes every later file ineligible. Default 0:
+// every name is remembered for as long as the checkpoint lives and a name
+// once taken is never taken again.
 func WithMaxFileAge(d time.Duration) Option { return func(c *config) { c.maxAge = d } }
 
 // WithCleanup archives or deletes the files of each batch after it commits

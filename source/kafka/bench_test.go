@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -67,6 +68,60 @@ func BenchmarkRead(b *testing.B) {
 				b.Fatalf("read %d, want %d", total, records*b.N)
 			}
 			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+// BenchmarkDeadLetterBatch measures one Read of a 1,000-record range of 4
+// partitions with 10 bad values: the dead letters and their markers go out
+// in one transaction per Read ("txn"), against the same range without bad
+// values ("clean"). Each iteration reads a new range, so nothing is skipped:
+//
+//	go test -run '^$' -bench DeadLetterBatch -benchtime 50x ./source/kafka/
+func BenchmarkDeadLetterBatch(b *testing.B) {
+	const perBatch, badPerBatch = 1000, 10
+	for _, bad := range []int{0, badPerBatch} {
+		name := "clean"
+		if bad > 0 {
+			name = "txn"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			c := testenv.Kafka(b, map[string]int32{"in": 4, "in-dlq": 4})
+			cl := testenv.KafkaClient(b, c, manual, kgo.ProducerLinger(5*time.Millisecond))
+			for i := 0; i < b.N*perBatch; {
+				var recs []*kgo.Record
+				for j := 0; j < 5000 && i < b.N*perBatch; j, i = j+1, i+1 {
+					v := fmt.Sprintf(`{"id":"p-%d","amount_cents":%d,"at":"2026-11-30T10:00:00Z"}`, i, i)
+					if i%perBatch < bad {
+						v = "not json"
+					}
+					recs = append(recs, &kgo.Record{Topic: "in", Partition: int32(i % 4), Value: []byte(v)})
+				}
+				if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("in"), kafka.ValueJSON(paymentSchema),
+				kafka.DeadLetterTopic("in-dlq"), kafka.DeadLetterTransactionalID("bench"), kafka.Allocator(memory.NewGoAllocator()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close()
+			ranges := make([]json.RawMessage, b.N+1)
+			for k := range ranges {
+				ranges[k] = json.RawMessage(fmt.Sprintf(`{"in":{"0":%[1]d,"1":%[1]d,"2":%[1]d,"3":%[1]d}}`, k*perBatch/4))
+			}
+			b.ResetTimer()
+			for k := range b.N {
+				if err := src.Read(ctx, ranges[k], ranges[k+1], func(arrow.RecordBatch) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if st := src.Stats(); st.DeadLetters != int64(bad*b.N) {
+				b.Fatalf("dead letters %d, want %d", st.DeadLetters, bad*b.N)
+			}
 		})
 	}
 }

@@ -433,12 +433,62 @@ func TestDeadLetterTransactionalID(t *testing.T) {
 	}
 }
 
-func TestDeadLetterTimeoutAboveBrokerMax(t *testing.T) {
-	f := newDLQFixture(t, kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "30000"}))
-	src := newSource(t, f.c, f.mem, kafka.Topics("pay"), kafka.DeadLetterTopic("pay-dlq"))
-	err := src.OpenCheckpoint(context.Background(), f.store)
-	if !errors.Is(err, kafka.ErrConfig) || !strings.Contains(err.Error(), "60000") || !strings.Contains(err.Error(), "30000") {
-		t.Fatalf("err = %v, want both numbers", err)
+// TestDeadLetterQueriesShareProgressTopic: two queries (two checkpoints)
+// reading the same range each deliver their dead letters once: the markers
+// of one do not cover the other.
+func TestDeadLetterQueriesShareProgressTopic(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	readBatch(t, f.open(t), batch0)
+	other, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.open(t, kafka.DeadLetterTransactionTimeout(30*time.Second))
+	defer other.Close()
+	f.store = other
+	src := f.open(t)
+	readBatch(t, src, batch0)
+	if st := src.Stats(); st.DeadLetters != 3 || st.DeadLettersSkipped != 0 {
+		t.Fatalf("second query: stats %+v", st)
+	}
+	readBatch(t, f.open(t), batch0) // the second query's restart skips
+	wantKeys(t, deadKeys(t, f.c, true), "pay/0/1", "pay/0/1", "pay/0/3", "pay/0/3", "pay/1/1", "pay/1/1")
 }
+
+// TestDeadLetterOpenCheckpointErrors: what OpenCheckpoint refuses, each
+// error naming the thing at fault.
+func TestDeadLetterOpenCheckpointErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		file  *string // content of DeadLetterIDFile, nil for none
+		opts  []kafka.Option
+		extra []kfake.Opt
+		want  string
+		is    error
+	}{
+		{name: "timeout above the brokers' maximum", opts: []kafka.Option{kafka.DeadLetterTransactionTimeout(time.Minute)},
+			extra: []kfake.Opt{kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "30000"})},
+			want:  "DeadLetterTransactionTimeout is 60000 ms, broker 0 has transaction.max.timeout.ms=30000", is: kafka.ErrConfig},
+		{name: "missing dead-letter topic", opts: []kafka.Option{kafka.DeadLetterTopic("nowhere")}, want: `dead-letter topic "nowhere" does not exist`},
+		{name: "empty id file", file: ptr(""), want: "is not a version 1 dead-letter id"},
+		{name: "torn id file", file: ptr(`{"v":1,"transactionalId":"onceflow-dead`), want: "is not a version 1 dead-letter id"},
+		{name: "future version", file: ptr(`{"v":2,"transactionalId":"x"}`), want: "is not a version 1 dead-letter id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newDLQFixture(t, tc.extra...)
+			if tc.file != nil {
+				if err := f.store.PutIfAbsent(ctx, kafka.DeadLetterIDFile, []byte(*tc.file)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src := newSource(t, f.c, f.mem, append([]kafka.Option{kafka.Topics("pay"), kafka.DeadLetterTopic("pay-dlq")}, tc.opts...)...)
+			err := src.OpenCheckpoint(ctx, f.store)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || tc.is != nil && !errors.Is(err, tc.is) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }

@@ -78,11 +78,20 @@ func (s *Source) cleanupThrough(ctx context.Context, k int64) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("files: cleanup through %d: %w", k, err)
 	}
-	mark, _ := json.Marshal(cleanupMark{Version: 1, Through: k})
-	if err := s.mu.store.Put(ctx, cleanupName, mark); err != nil {
+	if err := s.putMark(ctx, max(1, s.mu.markVersion), k); err != nil {
 		return fmt.Errorf("files: record cleanup through %d: %w", k, err)
 	}
 	s.mu.cleaned = k
+	return nil
+}
+
+// putMark writes the cleanup object. s.mu is held.
+func (s *Source) putMark(ctx context.Context, version int, through int64) error {
+	mark, _ := json.Marshal(cleanupMark{Version: version, Through: through})
+	if err := s.mu.store.Put(ctx, cleanupName, mark); err != nil {
+		return err
+	}
+	s.mu.markVersion = version
 	return nil
 }
 

@@ -123,6 +123,14 @@ func (s *Source) compactThrough(ctx context.Context, k int64) error {
 	if !s.mu.stale {
 		return nil
 	}
+	// Before the first plain entry goes, a version 2 cleanup object makes
+	// builds that predate compaction refuse the checkpoint rather than
+	// take the compacted files again.
+	if s.mu.markVersion < 2 {
+		if err := s.putMark(ctx, 2, s.mu.cleaned); err != nil {
+			return fmt.Errorf("files: mark the log compacted: %w", err)
+		}
+	}
 	// The plain entries first: once they are gone, the older compact
 	// entries are unreachable too (OpenCheckpoint reads only the newest).
 	if _, err := s.mu.log.Purge(ctx, s.mu.compacted+1); err != nil {

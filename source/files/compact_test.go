@@ -194,8 +194,16 @@ func TestOldCheckpoint(t *testing.T) {
 	if next := latest(t, s, old-1); next != old || loggedNames(s, old) != "[new.json]" {
 		t.Fatalf("took entry %d %s, want 25 [new.json]", next, loggedNames(s, old))
 	}
+	if _, err := store.Get(ctx, cleanupName); !storage.IsNotExist(err) {
+		t.Fatalf("cleanup object before the compaction: %v", err)
+	}
 	if err := s.Commit(ctx, EncodeOffset(old)); err != nil {
 		t.Fatal(err)
+	}
+	// A build that predates compaction reads only a version 1 cleanup
+	// object: this one makes it refuse the compacted checkpoint.
+	if mark, err := store.Get(ctx, cleanupName); err != nil || string(mark) != `{"version":2,"through":-1}` {
+		t.Fatalf("cleanup object %s, %v", mark, err)
 	}
 	// Compacted through 19 (the boundary at or before 25): entries 20…25
 	// stay plain.

@@ -151,6 +151,9 @@ func TestCrashAtFaultPoints(t *testing.T) {
 				if got := objects(t, st, "sources/0/"); got != "[sources/0/cleanup sources/0/compact/00000000000000000003]" {
 					t.Fatalf("checkpoint holds %s", got)
 				}
+				if mark, err := st.Get(context.Background(), "sources/0/cleanup"); err != nil || string(mark) != `{"version":2,"through":3}` {
+					t.Fatalf("cleanup object %s, %v", mark, err)
+				}
 			})
 		}
 	}

@@ -55,7 +55,8 @@
 // ones after it), written put-if-absent with bytes that depend only on
 // those entries and the options, so a second attempt writes the same
 // object. Only once it is durable are the plain entries 0…c deleted, then
-// the older compact entries. The checkpoint folder thus holds one compact
+// the older compact entries; before the first deletion the cleanup object
+// is rewritten at version 2, which builds that predate compaction refuse. The checkpoint folder thus holds one compact
 // entry and fewer than n plain entries after it (plus the entries of
 // batches not committed yet), and OpenCheckpoint reads only those; a crash
 // between the steps leaves objects the next Commit deletes. Entries of

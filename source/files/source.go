@@ -38,10 +38,13 @@ type LogEntry struct {
 	Files []FileRecord `json:"files"`
 }
 
-// cleanupMark is the content of the cleanup object.
+// cleanupMark is the content of the cleanup object. Version 2 also says
+// that plain entries of the files log may have been deleted after a
+// compaction; builds that predate compaction read only version 1, so they
+// refuse such a checkpoint instead of taking its compacted files again.
 type cleanupMark struct {
-	Version int   `json:"version"` // 1
-	Through int64 `json:"through"`
+	Version int   `json:"version"` // 1, or 2 once the log was compacted
+	Through int64 `json:"through"` // -1 when nothing was cleaned up
 }
 
 // Source is a landing directory of files. See the package documentation.
@@ -61,6 +64,9 @@ type Source struct {
 		latest  int64                  // highest logged entry, -1 for none
 		taken   map[string]struct{}
 		cleaned int64 // entries up to here were cleaned up
+		// markVersion is the cleanup object's version, 0 when it does not
+		// exist.
+		markVersion int
 		// compacted is the newest compact entry, -1 for none; an entry up
 		// to it that entries lacks was forgotten (WithMaxFileAge).
 		compacted int64
@@ -167,15 +173,15 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	if err != nil {
 		return fmt.Errorf("files: open checkpoint: %w", err)
 	}
-	cleaned := int64(-1)
+	cleaned, markVersion := int64(-1), 0
 	data, err := store.Get(ctx, cleanupName)
 	switch {
 	case err == nil:
 		var m cleanupMark
-		if err := json.Unmarshal(data, &m); err != nil || m.Version != 1 {
-			return fmt.Errorf("files: open checkpoint: %s/%s is not a version 1 cleanup record: %q", store.URL(), cleanupName, trunc(data))
+		if err := json.Unmarshal(data, &m); err != nil || (m.Version != 1 && m.Version != 2) || m.Through < -1 {
+			return fmt.Errorf("files: open checkpoint: %s/%s is not a version 1 or 2 cleanup record: %q", store.URL(), cleanupName, trunc(data))
 		}
-		cleaned = m.Through
+		cleaned, markVersion = m.Through, m.Version
 	case !storage.IsNotExist(err):
 		return fmt.Errorf("files: open checkpoint: %w", err)
 	}
@@ -184,6 +190,7 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	s.mu.store, s.mu.log, s.mu.clog = store, log, clog
 	s.mu.entries, s.mu.taken, s.mu.latest, s.mu.cleaned = l.entries, takenNames(l.entries), l.latest, cleaned
 	s.mu.compacted, s.mu.newest, s.mu.compactNewest, s.mu.stale = l.compacted, l.newest, l.compactNewest, l.stale
+	s.mu.markVersion = markVersion
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -204,7 +205,7 @@ func TestIntPaySource(t *testing.T) {
 		}
 		return ks, amts
 	}
-	whole := newIntPaySource(rows, merchants, rows, rows)
+	whole := newIntPaySource(rows, merchants, rows, rows, false)
 	wantK, wantA := readAll(t, whole, 0, rows, rows)
 	if len(wantK) != rows {
 		t.Fatalf("%d rows, want %d", len(wantK), rows)
@@ -218,7 +219,7 @@ func TestIntPaySource(t *testing.T) {
 		{"from the middle", 64, 999, 12345},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newIntPaySource(rows, merchants, rows, tt.chunk)
+			s := newIntPaySource(rows, merchants, rows, tt.chunk, false)
 			k, a := readAll(t, s, tt.from, rows, tt.step)
 			if !slices.Equal(k, wantK[tt.from:]) || !slices.Equal(a, wantA[tt.from:]) {
 				t.Fatal("rows differ from a single read of the same range")
@@ -271,7 +272,13 @@ func TestIntPaySource(t *testing.T) {
 // TestKernelAgreesWithGoMap feeds the kernel and the Go map the same
 // records and checks they agree, and that a changed row makes them differ.
 func TestKernelAgreesWithGoMap(t *testing.T) {
-	s := newIntPaySource(30000, 500, 30000, 4096)
+	for _, dense := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dense=%v", dense), func(t *testing.T) { testKernelAgreesWithGoMap(t, dense) })
+	}
+}
+
+func testKernelAgreesWithGoMap(t *testing.T, dense bool) {
+	s := newIntPaySource(30000, 500, 30000, 4096, dense)
 	var recs []arrow.RecordBatch
 	for a := int64(0); a < s.rows; a += s.chunk {
 		recs = append(recs, s.record(a, min(a+s.chunk, s.rows)))

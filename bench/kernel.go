@@ -23,7 +23,8 @@ import (
 //     uniformly at random (so rows are not sorted or clustered by key). The
 //     ids themselves are splitmix64 of the merchant number: distinct,
 //     spread over the whole int64 range, as hashed or snowflake ids are,
-//     so no engine can index an array by them.
+//     so no engine can index an array by them. With dense ids (-dense-ids)
+//     they are 0, 1, …, merchants-1 instead.
 //   - amount_cents is uniform in [1, 200000].
 const (
 	intPaySeedRows      uint64 = 0x6b65726e656c2d72 // "kernel-r"
@@ -56,10 +57,13 @@ type intPaySource struct {
 	mem        memory.Allocator
 }
 
-func newIntPaySource(rows, merchants, perTrigger, chunk int64) *intPaySource {
+func newIntPaySource(rows, merchants, perTrigger, chunk int64, dense bool) *intPaySource {
 	ids := make([]int64, merchants)
 	for j := range ids {
 		ids[j] = int64(splitmix64(intPaySeedMerchants + uint64(j)))
+		if dense {
+			ids[j] = int64(j)
+		}
 	}
 	return &intPaySource{ids: ids, rows: rows, perTrigger: max(perTrigger, 1), chunk: max(chunk, 1), mem: memory.NewGoAllocator()}
 }

@@ -42,6 +42,7 @@ type config struct {
 	batchRows   int64
 	partitions  int
 	reps        int
+	denseIDs    bool
 	duckThreads []int
 	queries     []string
 	dir         string
@@ -63,6 +64,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.Int64Var(&c.batchRows, "batch-rows", 500_000, "payment rows per engine batch (max per trigger)")
 	fs.IntVar(&c.partitions, "partitions", engine.DefaultStatePartitions, "state partitions of stateful queries")
 	fs.IntVar(&c.reps, "reps", 1, "time the kernel and each reference query this many times and report the run of median CPU time (the engine runs once)")
+	fs.BoolVar(&c.denseIDs, "dense-ids", false, "kernel and agg-int64: merchant ids 0..merchants-1 instead of ids scattered over the int64 range")
 	threads := fs.String("duckdb-threads", "1,2", "DuckDB thread counts to run each reference with")
 	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg,kernel,agg-int64", "workloads to run")
 	fs.StringVar(&c.dir, "dir", "", "parent directory of the checkpoints (default: a temporary directory)")

@@ -251,7 +251,7 @@ func newSource(c *config, in input) (engine.Source, int64, error) {
 		now = now.Add(time.Duration(c.rows) * time.Microsecond)
 		return s, c.rows, err
 	case intPayments:
-		return newIntPaySource(c.rows, c.merchants, c.batchRows, inputChunkFor(c, in)), c.rows, nil
+		return newIntPaySource(c.rows, c.merchants, c.batchRows, inputChunkFor(c, in), c.denseIDs), c.rows, nil
 	}
 	return nil, 0, fmt.Errorf("input %d", in)
 }

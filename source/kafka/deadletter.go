@@ -19,8 +19,9 @@ const (
 )
 
 type deadLetter struct {
-	rec *kgo.Record
-	err *DecodeError
+	rec     *kgo.Record
+	err     *DecodeError
+	topicID [16]byte // of the topic the record was fetched from
 }
 
 // deadLetterLine is one line of a dead-letter file (docs/format/kafka.md).

@@ -249,7 +249,19 @@ func TestDeadLetterZombieFenced(t *testing.T) {
 		}
 	}
 	readBatch(t, late, next)
-	wantKeys(t, deadKeys(t, f.c, true), append(append([]string(nil), dead0[:2]...), "pay/0/4", dead0[2])...)
+	all := append(append([]string(nil), dead0[:2]...), "pay/0/4", dead0[2])
+	wantKeys(t, deadKeys(t, f.c, true), all...)
+
+	// A restart (OpenCheckpoint) of the fenced instance takes over again:
+	// it finds the batch committed.
+	if err := fresh.OpenCheckpoint(context.Background(), f.store); err != nil {
+		t.Fatal(err)
+	}
+	readBatch(t, fresh, next)
+	if st := fresh.Stats(); st.DeadLettersSkipped != 1 {
+		t.Fatalf("restarted instance: stats %+v", st)
+	}
+	wantKeys(t, deadKeys(t, f.c, true), all...)
 }
 
 // endTxnFails makes the next EndTxn answer with code, unprocessed.

@@ -79,7 +79,8 @@ func markerKey(txnID string, tp topicPartition) []byte {
 // starts the dead-letter producer: checks the transaction timeout against
 // the brokers, creates the progress topic if missing, fences any older
 // instance with the same transactional id (aborting its open transaction)
-// and reads the committed progress markers. Without DeadLetterTopic it
+// and reads the committed progress markers. It clears ErrFenced: the
+// engine calls it when the query (re)starts. Without DeadLetterTopic it
 // does nothing.
 func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error {
 	if s.c.deadTopic == "" {
@@ -95,6 +96,7 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	s.dl.Lock()
 	defer s.dl.Unlock()
 	s.dl.id = id
+	s.dl.fenced = nil // a (re)start of the query takes over the id
 	if err := s.initDeadLocked(ctx); err != nil {
 		return fmt.Errorf("kafka: open checkpoint: %w", err)
 	}
@@ -231,14 +233,25 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 // reads up to that end with read_committed.
 func (s *Source) readMarkers(ctx context.Context, txnID string) (map[topicPartition]committedEnd, error) {
 	topic := s.c.progressTopic()
-	hwm, err := s.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = hwm.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %q: %w", topic, err)
-	}
 	const poll = 50 * time.Millisecond
+	var hwm kadm.ListedOffsets
+	for tries := 0; ; tries++ {
+		var err error
+		hwm, err = s.adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = hwm.Error()
+		}
+		if err == nil {
+			break
+		}
+		// A topic created a moment ago may have no leader yet.
+		if tries >= 100 || !(kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicOrPartition)) {
+			return nil, fmt.Errorf("list end offsets of %q: %w", topic, err)
+		}
+		if err := sleep(ctx, poll); err != nil {
+			return nil, err
+		}
+	}
 	maxTries := int64((s.c.deadTimeout + 10*time.Second) / poll) // counted, not clocked
 	for tries := int64(0); ; tries++ {
 		lso, err := s.adm.ListCommittedOffsets(ctx, topic)

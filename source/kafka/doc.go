@@ -80,7 +80,8 @@
 //   - a zombie (an older process still running) is fenced: the transactional
 //     id is stable, so the new process's InitProducerID bumps the epoch and
 //     the zombie can no longer commit; a Source that sees itself fenced
-//     fails every later Read with ErrFenced.
+//     fails every later Read with ErrFenced, until OpenCheckpoint (the
+//     engine's restart of the query) takes the id over again.
 //
 // A marker names the source topic's id too: the markers of a topic that was
 // deleted and created again do not cover the new topic's offsets. A reader

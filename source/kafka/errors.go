@@ -20,7 +20,7 @@ var (
 	ErrConfig = errors.New("kafka: invalid configuration")
 	// ErrFenced is returned by Read when a newer instance with the same
 	// dead-letter transactional id has started: this instance produces no
-	// more dead letters (a new Source must take over).
+	// more dead letters until OpenCheckpoint is called again (a restart).
 	ErrFenced = errors.New("kafka: dead-letter producer fenced by a newer instance")
 	// ErrNoTransactionalID is returned when DeadLetterTopic is set but the
 	// source has no transactional id: neither OpenCheckpoint nor

@@ -74,8 +74,7 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 			}
 			continue
 		}
-		_, id, _ := meta.lookup(tp)
-		deadRanges = append(deadRanges, deadRange{tp: tp, topicID: id, from: from, to: to, dead: dead})
+		deadRanges = append(deadRanges, deadRange{tp: tp, topicID: dead[0].topicID, from: from, to: to, dead: dead})
 	}
 	if err := w.flush(emit); err != nil {
 		return fmt.Errorf("kafka: read: emit: %w", err)
@@ -292,7 +291,7 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 				if s.c.deadTopic == "" && s.c.deadDir == "" {
 					return nil, de
 				}
-				dead = append(dead, deadLetter{rec: r, err: de})
+				dead = append(dead, deadLetter{rec: r, err: de, topicID: id})
 				continue
 			}
 			w.append(r)

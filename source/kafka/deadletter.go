@@ -48,7 +48,7 @@ func DeadLetterFileName(topic string, partition int32, from, to int64) string {
 	return fmt.Sprintf("%s-%d-%020d-%020d.jsonl", safe, partition, from, to)
 }
 
-// writeDeadLetterFile logs the dead letters of one partition range and
+// writeDeadLetters logs the dead letters of one partition range and
 // writes them to the range's file (DeadLetterDir).
 func (s *Source) writeDeadLetters(tp topicPartition, from, to int64, dead []deadLetter) error {
 	for _, d := range dead {

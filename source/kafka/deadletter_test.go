@@ -504,3 +504,28 @@ func TestDeadLetterOpenCheckpointErrors(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestDeadLetterTimedOutTransaction: the broker aborts a dead-letter
+// transaction that outlives its timeout; the commit fails, nothing of it
+// is visible, and after the engine's restart (OpenCheckpoint) the re-run
+// produces the dead letters once.
+func TestDeadLetterTimedOutTransaction(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	src := f.open(t, kafka.DeadLetterTransactionTimeout(time.Second))
+	kafka.SetBeforeDeadLetterCommit(src, func() { time.Sleep(2500 * time.Millisecond) })
+	_, err := readRows(t, src, batch0[0], batch0[1])
+	if err == nil {
+		t.Fatal("a transaction older than its timeout committed")
+	}
+	t.Logf("commit after the timeout: %v", err)
+	kafka.SetBeforeDeadLetterCommit(src, nil)
+	if got := deadKeys(t, f.c, true); len(got) != 0 {
+		t.Fatalf("timed-out transaction visible: %v", got)
+	}
+	if err := src.OpenCheckpoint(context.Background(), f.store); err != nil {
+		t.Fatal(err)
+	}
+	readBatch(t, src, batch0)
+	wantKeys(t, deadKeys(t, f.c, true), dead0...)
+}

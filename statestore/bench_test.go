@@ -84,11 +84,13 @@ func BenchmarkCommit(b *testing.B) {
 				defer ups.Release()
 				dels := buildDeletes(mem, []row{{user: "u000000001"}, {user: "u000000003"}, {user: "u000000005"}})
 				defer dels.Release()
+				cpu := cpuTime(b)
 				for b.Loop() {
 					if err := s.Commit(ctx, 1, ups, dels); err != nil {
 						b.Fatal(err)
 					}
 				}
+				reportCPU(b, cpu)
 				b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "rows/s")
 			})
 		}
@@ -113,6 +115,7 @@ func BenchmarkLoad(b *testing.B) {
 				ups.Release()
 			}
 			var rows int64
+			cpu := cpuTime(b)
 			for b.Loop() {
 				recs, err := s.Load(ctx, int64(deltas))
 				if err != nil {
@@ -123,6 +126,7 @@ func BenchmarkLoad(b *testing.B) {
 				}
 				releaseAll(recs)
 			}
+			reportCPU(b, cpu)
 			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
@@ -147,6 +151,7 @@ func BenchmarkLoadDeltasOnly(b *testing.B) {
 		ups.Release()
 	}
 	var rows int64
+	cpu := cpuTime(b)
 	for b.Loop() {
 		recs, err := s.Load(ctx, deltas-1)
 		if err != nil {
@@ -157,5 +162,6 @@ func BenchmarkLoadDeltasOnly(b *testing.B) {
 		}
 		releaseAll(recs)
 	}
+	reportCPU(b, cpu)
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }

@@ -123,6 +123,12 @@ type section struct {
 // encodeFile returns the bytes of a state file. The records' schemas must
 // equal their section's schema.
 func encodeFile(k kind, version int64, sections []section, mem memory.Allocator) ([]byte, error) {
+	return encodeFileTo(nil, k, version, sections, mem)
+}
+
+// encodeFileTo is encodeFile writing into dst's memory when it is large
+// enough (dst's content is overwritten).
+func encodeFileTo(dst []byte, k kind, version int64, sections []section, mem memory.Allocator) ([]byte, error) {
 	var size int
 	for _, s := range sections {
 		for _, r := range s.recs {
@@ -131,7 +137,7 @@ func encodeFile(k kind, version int64, sections []section, mem memory.Allocator)
 			}
 		}
 	}
-	var buf bytes.Buffer
+	buf := bytes.NewBuffer(dst[:0])
 	buf.Grow(headerSize + trailerSize + len(sections)*(sectionHeaderSize+512) + size + size/8)
 	var hdr [headerSize]byte
 	copy(hdr[0:4], fileMagic)
@@ -144,7 +150,7 @@ func encodeFile(k kind, version int64, sections []section, mem memory.Allocator)
 		start := buf.Len()
 		var sh [sectionHeaderSize]byte
 		buf.Write(sh[:])
-		w := ipc.NewWriter(&buf, ipc.WithSchema(s.schema), ipc.WithAllocator(mem))
+		w := ipc.NewWriter(buf, ipc.WithSchema(s.schema), ipc.WithAllocator(mem))
 		var rows int64
 		for _, r := range s.recs {
 			if err := w.Write(r); err != nil {
@@ -263,8 +269,10 @@ func decodeFile(file string, data []byte, mem memory.Allocator) (*decodedFile, e
 	return f, nil
 }
 
+// readSection decodes one section's Arrow IPC stream. The records share
+// body's memory (no copy): they keep it alive until released.
 func readSection(body []byte, mem memory.Allocator) (s section, err error) {
-	r, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(mem))
+	r, err := ipc.NewReaderFromMessageReader(&sliceMessages{data: body}, ipc.WithAllocator(mem))
 	if err != nil {
 		return s, err
 	}
@@ -285,6 +293,75 @@ func readSection(body []byte, mem memory.Allocator) (s section, err error) {
 		s.recs = append(s.recs, rec)
 	}
 	return s, nil
+}
+
+// sliceMessages reads the messages of an Arrow IPC stream held in memory,
+// each message's body a window on data rather than a copy.
+type sliceMessages struct {
+	data []byte
+	off  int
+	msg  *ipc.Message
+}
+
+const ipcContinuation = 0xFFFFFFFF
+
+// Message implements ipc.MessageReader.
+func (m *sliceMessages) Message() (msg *ipc.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil { // metadata that the flatbuffer code cannot walk
+			msg, err = nil, fmt.Errorf("invalid message metadata at byte %d: %v", m.off, p)
+		}
+	}()
+	if m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
+	word := func() (uint32, error) {
+		if len(m.data)-m.off < 4 {
+			return 0, fmt.Errorf("stream ends inside a message header at byte %d: %w", m.off, io.ErrUnexpectedEOF)
+		}
+		v := binary.LittleEndian.Uint32(m.data[m.off:])
+		m.off += 4
+		return v, nil
+	}
+	n, err := word()
+	if err != nil {
+		return nil, err
+	}
+	if n == ipcContinuation {
+		if n, err = word(); err != nil {
+			return nil, err
+		}
+	}
+	if n == 0 {
+		return nil, io.EOF // end of stream
+	}
+	if n < 4 || int64(n) > int64(len(m.data)-m.off) {
+		return nil, fmt.Errorf("message metadata of %d bytes at byte %d does not fit the stream", n, m.off)
+	}
+	meta := memory.NewBufferBytes(m.data[m.off : m.off+int(n)])
+	m.off += int(n)
+	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	bodyLen := probe.BodyLen()
+	probe.Release()
+	if bodyLen < 0 || bodyLen > int64(len(m.data)-m.off) {
+		return nil, fmt.Errorf("message body of %d bytes at byte %d does not fit the stream", bodyLen, m.off)
+	}
+	body := memory.NewBufferBytes(m.data[m.off : m.off+int(bodyLen)])
+	m.off += int(bodyLen)
+	m.msg = ipc.NewMessage(meta, body)
+	return m.msg, nil
+}
+
+// Retain implements ipc.MessageReader; the reader owns no counted memory.
+func (m *sliceMessages) Retain() {}
+
+// Release implements ipc.MessageReader.
+func (m *sliceMessages) Release() {
+	if m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
 }
 
 // schemasMatch reports whether records of schema got can be stored under

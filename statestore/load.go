@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,9 +22,25 @@ const (
 	chunkRows = 64 << 10
 )
 
+// rowSink receives the rows of a loaded version, in order, as single rows
+// or runs of consecutive rows of one record, and shapes them into records.
+type rowSink interface {
+	add(rec arrow.RecordBatch, row int)
+	addRun(rec arrow.RecordBatch, start, n int)
+	finish() ([]arrow.RecordBatch, error)
+	release()
+}
+
 // load builds version from the newest snapshot at or before it and the
-// deltas after that snapshot.
+// deltas after that snapshot, shaped for Load: long runs of stored rows as
+// zero-copy slices, the rest gathered into records (emitter).
 func (s *Store) load(ctx context.Context, version int64, l *listing) ([]arrow.RecordBatch, error) {
+	return s.loadInto(ctx, version, l, newEmitter(ctx, s.rowSchema, s.mem), false)
+}
+
+// loadInto builds version into out. With exact, the snapshot's own records
+// go through out too, even when version is that snapshot.
+func (s *Store) loadInto(ctx context.Context, version int64, l *listing, out rowSink, exact bool) ([]arrow.RecordBatch, error) {
 	base := l.snapshotAtOrBefore(version)
 	for v := base + 1; v <= version; v++ {
 		if !l.deltas[v] {
@@ -49,7 +64,7 @@ func (s *Store) load(ctx context.Context, version int64, l *listing) ([]arrow.Re
 		snap = f.sections[0].recs
 		snapName = s.file(fileName(base, kindSnapshot))
 	}
-	if base == version {
+	if base == version && !exact {
 		out := make([]arrow.RecordBatch, 0, len(snap))
 		for _, r := range snap {
 			if r.NumRows() > 0 {
@@ -71,66 +86,17 @@ func (s *Store) load(ctx context.Context, version int64, l *listing) ([]arrow.Re
 		files = append(files, f)
 		deltas = append(deltas, f)
 	}
-	return s.merge(ctx, snap, snapName, s.overlay(deltas))
-}
-
-// change is the last change the deltas make to one key: an upsert (rec's
-// row) or, with rec nil, a delete.
-type change struct {
-	key string // key encoding
-	rec arrow.RecordBatch
-	row int
-}
-
-// overlay replays deltas in order (within one delta, deletes before
-// upserts) and returns each touched key's last change, in ascending key
-// order.
-func (s *Store) overlay(deltas []*decodedFile) []change {
-	n := 0
-	for _, d := range deltas {
-		for _, sec := range d.sections {
-			for _, r := range sec.recs {
-				n += int(r.NumRows())
-			}
-		}
-	}
-	idx := make(map[string]int, n)
-	changes := make([]change, 0, n)
-	var buf []byte
-	for _, d := range deltas {
-		for _, part := range []int{1, 0} { // deletes, then upserts
-			for _, r := range d.sections[part].recs {
-				enc := newKeyEncoder(r, s.nkeys)
-				var live arrow.RecordBatch
-				if part == 0 {
-					live = r
-				}
-				for i := 0; i < int(r.NumRows()); i++ {
-					buf = enc.encode(buf[:0], i)
-					if j, ok := idx[string(buf)]; ok {
-						changes[j].rec, changes[j].row = live, i
-						continue
-					}
-					k := string(buf)
-					idx[k] = len(changes)
-					changes = append(changes, change{key: k, rec: live, row: i})
-				}
-			}
-		}
-	}
-	slices.SortFunc(changes, func(a, b change) int { return strings.Compare(a.key, b.key) })
-	return changes
+	return s.merge(ctx, snap, snapName, s.overlay(deltas), out)
 }
 
 // merge walks the snapshot rows (ascending key order) and the changes
 // (ascending key order) together and returns the resulting rows, in
 // ascending key order. Within a snapshot record it finds each change's
-// place by binary search, so it encodes O(changes × log rows) keys, not
-// every row's; runs of untouched rows pass as zero-copy slices. The
+// place by galloping from the previous one, so it encodes O(changes × log
+// gap) keys, not every row's; runs of untouched rows pass as zero-copy slices. The
 // snapshot's order is checked at record edges (the checksum already
 // vouches for the bytes Maintain wrote sorted).
-func (s *Store) merge(ctx context.Context, snap []arrow.RecordBatch, snapName string, changes []change) ([]arrow.RecordBatch, error) {
-	e := newEmitter(ctx, s.rowSchema, s.mem)
+func (s *Store) merge(ctx context.Context, snap []arrow.RecordBatch, snapName string, changes []change, e rowSink) ([]arrow.RecordBatch, error) {
 	emit := func(c change) {
 		if c.rec != nil {
 			e.add(c.rec, c.row)
@@ -155,15 +121,28 @@ func (s *Store) merge(ctx context.Context, snap []arrow.RecordBatch, snapName st
 		}
 		prev = append(prev[:0], last...)
 		pos := 0 // rows before pos are emitted
-		for ; j < len(changes) && changes[j].key <= string(last); j++ {
+		probeAt := -1
+		at := func(i int) []byte { // row i's key, in probe
+			if probeAt != i {
+				probe, probeAt = enc.encode(probe[:0], i), i
+			}
+			return probe
+		}
+		for ; j < len(changes) && bytes.Compare(changes[j].key, last) <= 0; j++ {
 			c := changes[j]
-			i := pos + sort.Search(n-pos, func(k int) bool {
-				probe = enc.encode(probe[:0], pos+k)
-				return string(probe) >= c.key
+			// Gallop from pos to bracket c's place, then search the
+			// bracket: a change next to the previous one costs a probe
+			// or two, a far one O(log distance).
+			lo, hi := pos, pos
+			for step := 1; hi < n && bytes.Compare(at(hi), c.key) < 0; step *= 2 {
+				lo, hi = hi+1, min(n, hi+step)
+			}
+			i := lo + sort.Search(hi-lo, func(k int) bool {
+				return bytes.Compare(at(lo+k), c.key) >= 0
 			})
 			e.addRun(r, pos, i-pos)
 			pos = i
-			if i < n && string(enc.encode(probe[:0], i)) == c.key {
+			if i < n && bytes.Equal(at(i), c.key) {
 				pos++ // the change replaces or deletes this row
 			}
 			emit(c)
@@ -401,62 +380,121 @@ func releaseArrays(arrs []arrow.Array) {
 	}
 }
 
-// rechunk returns recs' rows, in order, as records of exactly size rows
-// (the last may be shorter). Snapshots are written this way so that their
-// bytes depend on the state alone, not on how fragmented the loads that
-// built them were.
-func rechunk(recs []arrow.RecordBatch, size int, schema *arrow.Schema, mem memory.Allocator) ([]arrow.RecordBatch, error) {
-	var out, group []arrow.RecordBatch
-	groupRows := 0
-	fail := func(err error) ([]arrow.RecordBatch, error) {
-		releaseAll(out)
-		releaseAll(group)
-		return nil, err
+// chunker shapes a snapshot's rows into records of exactly size rows (the
+// last may be shorter), so that a snapshot's bytes depend on the state
+// alone, not on the files it was built from. Every chunk is built afresh,
+// once per column, by concatenating slices of the stored records when the
+// runs are long and by gathering (take) when they are short.
+type chunker struct {
+	ctx       context.Context // carries the allocator for compute
+	schema    *arrow.Schema
+	mem       memory.Allocator
+	size      int
+	concatRun int // average run length from which slices are concatenated
+	out       []arrow.RecordBatch
+	runs      []run // of the chunk being filled
+	rows      int
+	cur       run // the run being extended
+	err       error
+}
+
+// concatRun is the average run length from which concatenating slices
+// beats gathering rows one by one.
+const concatRun = 16
+
+func newChunker(ctx context.Context, schema *arrow.Schema, mem memory.Allocator, size, concatRun int) *chunker {
+	return &chunker{ctx: compute.WithAllocator(ctx, mem), schema: schema, mem: mem, size: size, concatRun: concatRun}
+}
+
+func (c *chunker) add(rec arrow.RecordBatch, row int) { c.addRun(rec, row, 1) }
+
+func (c *chunker) addRun(rec arrow.RecordBatch, start, n int) {
+	if n == 0 {
+		return
 	}
-	flush := func() error {
-		defer func() {
-			releaseAll(group)
-			group, groupRows = group[:0], 0
-		}()
-		switch len(group) {
-		case 0:
-			return nil
-		case 1:
-			group[0].Retain()
-			out = append(out, group[0])
-			return nil
+	if c.cur.n > 0 && rec == c.cur.rec && start == c.cur.start+c.cur.n {
+		c.cur.n += n
+		return
+	}
+	c.flushRun()
+	c.cur = run{rec: rec, start: start, n: n}
+}
+
+// flushRun moves the current run into chunks, splitting it at chunk
+// edges.
+func (c *chunker) flushRun() {
+	r := c.cur
+	c.cur.n = 0
+	for r.n > 0 && c.err == nil {
+		m := min(r.n, c.size-c.rows)
+		c.runs = append(c.runs, run{rec: r.rec, start: r.start, n: m})
+		c.rows += m
+		r.start, r.n = r.start+m, r.n-m
+		if c.rows == c.size {
+			c.flushChunk()
 		}
-		cols := make([]arrow.Array, schema.NumFields())
-		defer releaseArrays(cols)
-		parts := make([]arrow.Array, len(group))
-		for c := range cols {
-			for p, r := range group {
-				parts[p] = r.Column(c)
+	}
+}
+
+func (c *chunker) flushChunk() {
+	defer func() { c.runs, c.rows = c.runs[:0], 0 }()
+	if len(c.runs) == 0 || c.err != nil {
+		return
+	}
+	cols := make([]arrow.Array, c.schema.NumFields())
+	defer releaseArrays(cols)
+	if c.rows >= c.concatRun*len(c.runs) {
+		parts := make([]arrow.Array, len(c.runs))
+		for col := range cols {
+			for i, r := range c.runs {
+				parts[i] = array.NewSlice(r.rec.Column(col), int64(r.start), int64(r.start+r.n))
 			}
-			a, err := array.Concatenate(parts, mem)
+			a, err := array.Concatenate(parts, c.mem)
+			releaseArrays(parts)
 			if err != nil {
-				return fmt.Errorf("rechunk column %q: %w", schema.Field(c).Name, err)
+				c.err = fmt.Errorf("concatenate rows of column %q: %w", c.schema.Field(col).Name, err)
+				return
 			}
-			cols[c] = a
+			cols[col] = a
 		}
-		out = append(out, array.NewRecordBatch(schema, cols, int64(groupRows)))
-		return nil
-	}
-	for _, r := range recs {
-		for off := 0; off < int(r.NumRows()); {
-			n := min(int(r.NumRows())-off, size-groupRows)
-			group = append(group, slice(run{rec: r, start: off, n: n}))
-			groupRows += n
-			off += n
-			if groupRows == size {
-				if err := flush(); err != nil {
-					return fail(err)
-				}
+	} else {
+		g, err := newGather(c.runs, c.rows, c.mem)
+		if err != nil {
+			c.err = err
+			return
+		}
+		defer g.release()
+		for col := range cols {
+			a, err := g.column(c.ctx, col)
+			if err != nil {
+				c.err = fmt.Errorf("gather rows of column %q: %w", c.schema.Field(col).Name, err)
+				return
+			}
+			// Concatenating the one gathered array lays its buffers out
+			// as concatenating slices would (take pads some to 64 bytes),
+			// so both ways write the same bytes.
+			cols[col], err = array.Concatenate([]arrow.Array{a}, c.mem)
+			a.Release()
+			if err != nil {
+				c.err = fmt.Errorf("gather rows of column %q: %w", c.schema.Field(col).Name, err)
+				return
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return fail(err)
+	c.out = append(c.out, array.NewRecordBatch(c.schema, cols, int64(c.rows)))
+}
+
+func (c *chunker) finish() ([]arrow.RecordBatch, error) {
+	c.flushRun()
+	c.flushChunk()
+	if c.err != nil {
+		c.release()
+		return nil, c.err
 	}
-	return out, nil
+	return c.out, nil
+}
+
+func (c *chunker) release() {
+	releaseAll(c.out)
+	c.out, c.runs = nil, nil
 }

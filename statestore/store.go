@@ -12,8 +12,9 @@ import (
 )
 
 // Store is the versioned state of one (operator, partition). It holds no
-// mutable fields: every method reads the folder afresh, so it is safe for
-// concurrent use within the limits doc.go states.
+// mutable state but a few spare encoding buffers: every method reads the
+// folder afresh, so it is safe for concurrent use within the limits doc.go
+// states.
 type Store struct {
 	st        storage.Store
 	opts      Options
@@ -24,6 +25,41 @@ type Store struct {
 	mem       memory.Allocator
 
 	snapshotRows int // rows per record batch in a snapshot; tests shrink it
+	concatRun    int // see chunker; tests change it to take both ways
+
+	// spare holds encoding buffers of earlier commits. A delta is about
+	// as large from one batch to the next; reusing its buffer spares the
+	// allocation and the page faults of fresh memory on every commit.
+	spare chan []byte
+}
+
+// Spare buffers: how many a Store keeps, and the largest it keeps.
+const (
+	spareBuffers   = 2
+	spareBufferMax = 16 << 20
+)
+
+// buffer returns a spare encoding buffer, or nil.
+func (s *Store) buffer() []byte {
+	select {
+	case b := <-s.spare:
+		return b
+	default:
+		return nil
+	}
+}
+
+// recycle keeps b for a later commit unless it is too large or enough are
+// kept. Only a buffer whose Put succeeded comes back: the store is done
+// with it.
+func (s *Store) recycle(b []byte) {
+	if cap(b) > spareBufferMax {
+		return
+	}
+	select {
+	case s.spare <- b:
+	default:
+	}
 }
 
 // Info summarizes a state folder.
@@ -53,6 +89,8 @@ func Open(ctx context.Context, st storage.Store, o Options) (*Store, error) {
 		mem:       o.Allocator,
 
 		snapshotRows: chunkRows,
+		concatRun:    concatRun,
+		spare:        make(chan []byte, spareBuffers),
 	}
 	if err := s.checkSchemaFile(ctx); err != nil {
 		return nil, err
@@ -169,13 +207,14 @@ func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arro
 			return fmt.Errorf("statestore: commit version %d: %w", version, err)
 		}
 	}
-	data, err := encodeFile(kindDelta, version, []section{{schema: s.rowSchema, recs: ups}, {schema: s.keySchema, recs: dels}}, s.mem)
+	data, err := encodeFileTo(s.buffer(), kindDelta, version, []section{{schema: s.rowSchema, recs: ups}, {schema: s.keySchema, recs: dels}}, s.mem)
 	if err != nil {
 		return fmt.Errorf("statestore: commit version %d: %w", version, err)
 	}
 	if err := s.st.Put(ctx, name, data); err != nil {
 		return fmt.Errorf("statestore: commit version %d: write %s: %w", version, name, err)
 	}
+	s.recycle(data)
 	return nil
 }
 
@@ -325,12 +364,7 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 	if !s.snapshotDue(l, committed) {
 		return nil
 	}
-	loaded, err := s.load(ctx, committed, l)
-	if err != nil {
-		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
-	}
-	recs, err := rechunk(loaded, s.snapshotRows, s.rowSchema, s.mem)
-	releaseAll(loaded)
+	recs, err := s.loadInto(ctx, committed, l, newChunker(ctx, s.rowSchema, s.mem, s.snapshotRows, s.concatRun), true)
 	if err != nil {
 		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
 	}

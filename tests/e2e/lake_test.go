@@ -28,14 +28,14 @@ const lakePkg = "github.com/onceflow/onceflow/examples/lake"
 // lakePoints are the fault points the lake crash tests kill at.
 func lakePoints() []string {
 	return append(append([]string(nil), engine.FaultPoints...),
-		files.FaultAfterLog,
+		files.FaultAfterLog, files.FaultAfterCompact, files.FaultAfterLogPurge,
 		filesink.FaultBetweenFiles, filesink.FaultBeforeLog, filesink.FaultAfterLog, filesink.FaultCompaction)
 }
 
 // hitsFor returns the hits of point to kill at, in turn: compaction runs
 // every 10th batch, so only its first hit in a run is sure to come.
 func hitsFor(point string) []int {
-	if point == filesink.FaultCompaction {
+	if point == filesink.FaultCompaction || point == files.FaultAfterCompact || point == files.FaultAfterLogPurge {
 		return []int{1}
 	}
 	return []int{2, 1, 3}

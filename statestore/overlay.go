@@ -122,23 +122,16 @@ func (t *keyTable) insert(key []byte, rec, row int32) {
 	t.arena = append(t.arena, key...)
 	t.ends = append(t.ends, len(t.arena))
 	t.changes = append(t.changes, source{rec: rec, row: row})
-	t.place(tag | uint64(len(t.changes)))
+	t.place(h&t.mask, tag|uint64(len(t.changes)))
 }
 
-func (t *keyTable) place(sl uint64) {
-	// The slot's tag is the hash's high half; the low half placed it.
-	// Rehashing the key would cost more than keeping the low bits, so
-	// they are recomputed from the key on growth only.
-	i := t.home(sl)
+// place puts slot value sl in the first free slot from home on.
+func (t *keyTable) place(home, sl uint64) {
+	i := home
 	for t.slots[i] != 0 {
 		i = (i + 1) & t.mask
 	}
 	t.slots[i] = sl
-}
-
-// home returns the slot a key starts its probe at.
-func (t *keyTable) home(sl uint64) uint64 {
-	return maphash.Bytes(t.seed, t.key(int(uint32(sl))-1)) & t.mask
 }
 
 func (t *keyTable) grow() {
@@ -147,7 +140,8 @@ func (t *keyTable) grow() {
 	t.mask = uint64(len(t.slots) - 1)
 	for _, sl := range old {
 		if sl != 0 {
-			t.place(sl)
+			// Slots keep only the hash's high half: rehash the key.
+			t.place(maphash.Bytes(t.seed, t.key(int(uint32(sl))-1))&t.mask, sl)
 		}
 	}
 }

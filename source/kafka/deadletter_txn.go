@@ -182,12 +182,20 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list brokers: %w", err)
 	}
+	// A user without DescribeConfigs on the cluster (least privilege) is
+	// not refused: InitProducerID enforces the maximum anyway.
 	rcs, err := s.adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
+	if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		rcs, err = nil, nil
+	}
 	if err != nil {
 		return fmt.Errorf("describe broker configs: %w", err)
 	}
 	want := s.c.deadTimeout.Milliseconds()
 	for _, rc := range rcs {
+		if errors.Is(rc.Err, kerr.ClusterAuthorizationFailed) {
+			continue
+		}
 		if rc.Err != nil {
 			return fmt.Errorf("describe broker %s configs: %w", rc.Name, rc.Err)
 		}
@@ -207,15 +215,21 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 	}
 	// A broker that does not report the maximum still refuses a larger
 	// timeout in InitProducerID.
-	tds, err := s.adm.ListTopics(ctx, s.c.deadTopic)
+	progress := s.c.progressTopic()
+	tds, err := s.adm.ListTopics(ctx, s.c.deadTopic, progress)
 	if err != nil {
 		return fmt.Errorf("describe dead-letter topic %q: %w", s.c.deadTopic, err)
 	}
 	if td, ok := tds[s.c.deadTopic]; !ok || td.Err != nil {
 		return fmt.Errorf("dead-letter topic %q does not exist", s.c.deadTopic)
 	}
+	// Create the progress topic only when it is missing: a user allowed to
+	// write an existing one may lack the right to create topics, and the
+	// brokers refuse that before they look for the topic.
+	if td, ok := tds[progress]; ok && td.Err == nil {
+		return nil
+	}
 	compact := "compact"
-	progress := s.c.progressTopic()
 	resp, err := s.adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, progress)
 	if err == nil {
 		err = resp.Err

@@ -95,7 +95,10 @@
 // fence each other). Without either, Read fails with ErrNoTransactionalID.
 // OpenCheckpoint also starts the producer, so a restarted query fences its
 // zombie before planning, and checks the transaction timeout against the
-// brokers' transaction.max.timeout.ms.
+// brokers' transaction.max.timeout.ms (when the user may describe the
+// cluster's configs; otherwise InitProducerID refuses a larger timeout).
+// It creates the progress topic only when it is missing, so a user who
+// may not create topics can run on one the operators created.
 //
 // # Lost data
 //

@@ -1,0 +1,90 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/onceflow/onceflow/internal/testenv"
+	"github.com/onceflow/onceflow/source/kafka"
+	"github.com/onceflow/onceflow/storage"
+)
+
+var leastBatch = [2]json.RawMessage{json.RawMessage(`{"pay":{"0":0}}`), json.RawMessage(`{"pay":{"0":2}}`)}
+
+// TestDeadLetterLeastPrivilege: on a cluster with ACLs, a query whose
+// user may read the source, write the dead-letter topic, read and write
+// the progress topic (created by the operators) and use its transactional
+// ids, but may neither describe the cluster's configs nor create topics,
+// starts and delivers its dead letters once. The transaction timeout is
+// then enforced by InitProducerID alone.
+func TestDeadLetterLeastPrivilege(t *testing.T) {
+	allow := func(rt kmsg.ACLResourceType, name string, pattern kmsg.ACLResourcePatternType, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: rt, Name: name, Pattern: pattern, Operation: op, Allow: true}
+	}
+	lit, pre := kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLResourcePatternTypePrefixed
+	topic, txn := kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeTransactionalId
+	c := testenv.Kafka(t, map[string]int32{"pay": 1, "pay-dlq": 1, "pay-dlq-progress": 1},
+		kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "app", "secret",
+			allow(topic, "pay", lit, kmsg.ACLOperationRead),
+			allow(topic, "pay-dlq", lit, kmsg.ACLOperationWrite),
+			allow(topic, "pay-dlq-progress", lit, kmsg.ACLOperationRead),
+			allow(topic, "pay-dlq-progress", lit, kmsg.ACLOperationWrite),
+			allow(txn, "onceflow-deadletter-", pre, kmsg.ACLOperationWrite),
+		))
+	admin := kgo.SASL(plain.Auth{User: "admin", Pass: "admin"}.AsMechanism())
+	ctx := context.Background()
+	pcl := testenv.KafkaClient(t, c, admin, manual)
+	if err := pcl.ProduceSync(ctx, rec("pay", 0, "a", `{"id":"a","amount_cents":1,"at":"2026-11-30T10:00:00Z"}`), rec("pay", 0, "b", `bad`)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	open := func() *kafka.Source {
+		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"),
+			kafka.SASL(plain.Auth{User: "app", Pass: "secret"}.AsMechanism()))
+		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := src.OpenCheckpoint(octx, store); err != nil {
+			t.Fatalf("open checkpoint as a least-privilege user: %v", err)
+		}
+		return src
+	}
+	readBatch(t, open(), leastBatch)
+	readBatch(t, open(), leastBatch) // a restart re-runs the batch
+	ccl := testenv.KafkaClient(t, c, admin, kgo.ConsumeTopics("pay-dlq"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var keys []string
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := ccl.PollFetches(pctx)
+		cancel()
+		for _, fe := range fs.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) {
+				t.Fatal(fe.Err)
+			}
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { keys = append(keys, string(r.Key)); n++ })
+		if n == 0 {
+			break
+		}
+	}
+	sort.Strings(keys)
+	wantKeys(t, keys, "pay/0/1")
+}

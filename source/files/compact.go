@@ -30,8 +30,13 @@ type compactEntry struct {
 	NewestModTime int64 `json:"newestModTime"`
 	// MaxFileAge is the WithMaxFileAge (nanoseconds) this compaction
 	// applied; 0 when it forgot nothing by age.
-	MaxFileAge int64          `json:"maxFileAge,omitempty"`
-	Entries    []compactedLog `json:"entries"`
+	MaxFileAge int64 `json:"maxFileAge,omitempty"`
+	// ForgottenModTime is the newest modification time of any file of an
+	// entry this or an earlier compaction forgot; absent when none was.
+	// The listing never takes a file modified at or before it, whatever
+	// WithMaxFileAge a later run sets: its name may be a forgotten one.
+	ForgottenModTime *int64         `json:"forgottenModTime,omitempty"`
+	Entries          []compactedLog `json:"entries"`
 }
 
 // compactedLog is one entry inside a compact entry.
@@ -47,13 +52,14 @@ type loaded struct {
 	compacted     int64 // id of the newest compact entry, -1 for none
 	newest        int64 // newest taken modification time, noneTaken for none
 	compactNewest int64 // the newest compact entry's NewestModTime, noneTaken for none
+	forgotten     int64 // the newest compact entry's ForgottenModTime, noneTaken for none
 	stale         bool  // objects the newest compact entry made obsolete remain
 }
 
 // loadLog reads the newest compact entry and the plain entries after it.
 // It writes nothing, so a read-only tool (the audit) may call it.
 func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEntry], clog *offsetlog.Log[compactEntry]) (loaded, error) {
-	l := loaded{entries: map[int64][]FileRecord{}, latest: -1, compacted: -1, newest: noneTaken, compactNewest: noneTaken}
+	l := loaded{entries: map[int64][]FileRecord{}, latest: -1, compacted: -1, newest: noneTaken, compactNewest: noneTaken, forgotten: noneTaken}
 	cids, err := clog.List(ctx)
 	if err != nil {
 		return l, err
@@ -77,6 +83,9 @@ func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEnt
 			l.entries[e.K] = e.Files
 		}
 		l.compacted, l.latest, l.newest, l.compactNewest = c, c, ce.NewestModTime, ce.NewestModTime
+		if ce.ForgottenModTime != nil {
+			l.forgotten = *ce.ForgottenModTime
+		}
 		l.stale = n > 1
 	}
 	ids, err := log.List(ctx)
@@ -162,13 +171,20 @@ func (s *Source) writeCompact(ctx context.Context, c int64) error {
 		ce.MaxFileAge = int64(s.cfg.maxAge)
 	}
 	var forgotten []int64
+	forgottenMT := s.mu.forgotten
 	for _, j := range s.liveThrough(c) {
 		fs := s.mu.entries[j]
 		if cutoff != noneTaken && allBefore(fs, cutoff) {
 			forgotten = append(forgotten, j)
+			for _, f := range fs {
+				forgottenMT = max(forgottenMT, f.ModTime)
+			}
 			continue
 		}
 		ce.Entries = append(ce.Entries, compactedLog{K: j, Files: fs})
+	}
+	if forgottenMT != noneTaken {
+		ce.ForgottenModTime = &forgottenMT
 	}
 	if err := s.mu.clog.Add(ctx, c, ce); err != nil {
 		return fmt.Errorf("files: compact the log through %d: %w", c, err)
@@ -180,7 +196,7 @@ func (s *Source) writeCompact(ctx context.Context, c int64) error {
 		}
 		s.mu.taken = takenNames(s.mu.entries)
 	}
-	s.mu.compacted, s.mu.compactNewest, s.mu.stale = c, newest, true
+	s.mu.compacted, s.mu.compactNewest, s.mu.forgotten, s.mu.stale = c, newest, forgottenMT, true
 	return nil
 }
 

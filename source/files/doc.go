@@ -24,7 +24,10 @@
 // time of any file taken so far, a file modified before N-d is never
 // taken, and names that old are forgotten at the next compaction (a file
 // that reappears under a forgotten name with a recent modification time is
-// new).
+// new). The compact entry remembers the newest modification time of a
+// forgotten file, and no later run takes a file modified at or before it,
+// even with a larger age or without WithMaxFileAge: a forgotten name is
+// never taken again under its old modification time.
 //
 // # Offsets and the files log
 //

@@ -162,7 +162,9 @@ func WithLogCompactInterval(n int) Option { return func(c *config) { c.compactEv
 // N-d (N over the entries it compacts). A forgotten name is no longer
 // remembered, so a file that reappears under it with a recent modification
 // time is taken as new, and a Read of a forgotten entry fails with
-// ErrBadOffset. Files the age rule skips are skipped silently, as in
+// ErrBadOffset. Raising or removing the age in a later run brings no
+// forgotten file back: a file modified at or before the newest forgotten
+// one is never taken. Files the age rule skips are skipped silently, as in
 // Spark: use it only when files land in modification-time order within d
 // of each other, and beware that one file with a modification time far in
 // the future moves N and makes every later file ineligible. Default 0:

@@ -74,9 +74,14 @@ type Source struct {
 		// compactNewest the same over entries up to compacted; noneTaken
 		// before the first.
 		newest, compactNewest int64
-		stale                 bool                // objects compacted made obsolete remain on disk
-		snapshot              map[string]struct{} // AvailableNow: the eligible names then; nil otherwise
-		dead                  storage.Store       // dead-letter directory, opened on first use
+		// forgotten is the newest modification time of a file of a
+		// forgotten entry (WithMaxFileAge), noneTaken when none was: the
+		// listing never takes a file modified at or before it, whatever
+		// the age option of this run, since its name may be forgotten.
+		forgotten int64
+		stale     bool                // objects compacted made obsolete remain on disk
+		snapshot  map[string]struct{} // AvailableNow: the eligible names then; nil otherwise
+		dead      storage.Store       // dead-letter directory, opened on first use
 	}
 }
 
@@ -119,7 +124,7 @@ func New(dir string, format Format, schema *arrow.Schema, opts ...Option) (*Sour
 	s.mu.latest = -1
 	s.mu.cleaned = -1
 	s.mu.compacted = -1
-	s.mu.newest, s.mu.compactNewest = noneTaken, noneTaken
+	s.mu.newest, s.mu.compactNewest, s.mu.forgotten = noneTaken, noneTaken, noneTaken
 	return s, nil
 }
 
@@ -190,6 +195,7 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	s.mu.store, s.mu.log, s.mu.clog = store, log, clog
 	s.mu.entries, s.mu.taken, s.mu.latest, s.mu.cleaned = l.entries, takenNames(l.entries), l.latest, cleaned
 	s.mu.compacted, s.mu.newest, s.mu.compactNewest, s.mu.stale = l.compacted, l.newest, l.compactNewest, l.stale
+	s.mu.forgotten = l.forgotten
 	s.mu.markVersion = markVersion
 	return nil
 }
@@ -283,6 +289,9 @@ func (s *Source) listEligible() ([]FileRecord, error) {
 		mt := info.ModTime().UnixNano()
 		if (cutoff != 0 && mt > cutoff) || mt < tooOld {
 			continue
+		}
+		if s.mu.forgotten != noneTaken && mt <= s.mu.forgotten {
+			continue // perhaps a forgotten name, whatever the age option now
 		}
 		out = append(out, FileRecord{Name: name, Size: info.Size(), ModTime: mt})
 	}

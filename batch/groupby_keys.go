@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -400,12 +401,75 @@ func aggGatherBool(has []bool, idx []uint32) []bool {
 	return out
 }
 
-// bytesSlot holds the hash of a key, its group id + 1 (0: empty slot) and
-// the seq of the last find that saw it.
+// bytesSlot is a slot of the count-distinct sets (agg_distinct.go): the
+// hash of an entry and its id + 1 (0: empty slot).
 type bytesSlot struct {
 	hash uint64
 	gid  uint32
-	seq  uint32
+}
+
+// strSlot is a slot of bytesKeys: its key's packed words (strWords), its
+// group id + 1 (0: empty slot) and the seq of the last find that saw it.
+// A key of at most 15 bytes is held whole in the words, length included, so
+// its lookup compares two words and touches one cache line; a longer key
+// is compared by its words (first 15 bytes and a marker) and then in the
+// arena.
+type strSlot struct {
+	w0, w1 uint64
+	gid    uint32
+	seq    uint32
+}
+
+// strInline is the longest key a strSlot holds whole; strLong marks the
+// words of a longer one (top byte of w1).
+const (
+	strInline = 15
+	strLong   = 0xff
+)
+
+// strWords packs the key data[o:e] into two words: bytes 0-7 little-endian
+// in w0, bytes 8-14 in the low 7 bytes of w1, zero-padded, and in w1's top
+// byte the length (0-15) or strLong. Two keys of at most 15 bytes are equal
+// exactly when their words are. It reads 16 bytes at o when the buffer has
+// them and masks off what lies past e.
+func strWords(data []byte, o, e int) (uint64, uint64) {
+	if o+16 > len(data) {
+		return strWordsTail(data, o, e)
+	}
+	return strPack(binary.LittleEndian.Uint64(data[o:]), binary.LittleEndian.Uint64(data[o+8:]), e-o)
+}
+
+func strWordsTail(data []byte, o, e int) (uint64, uint64) {
+	var b [16]byte
+	copy(b[:], data[o:e])
+	return strPack(binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:]), e-o)
+}
+
+// strPack masks the 16 bytes w0, w1 read at a key of n bytes (see strWords).
+func strPack(w0, w1 uint64, n int) (uint64, uint64) {
+	if n > strInline {
+		return w0, w1&(1<<56-1) | strLong<<56
+	}
+	// A shift by 64 or more gives 0: none of that word's bytes.
+	w0 &= ^uint64(0) >> uint(64-8*min(n, 8))
+	w1 &= ^uint64(0) >> uint(64-8*max(n-8, 0))
+	return w0, w1 | uint64(n)<<56
+}
+
+// strKey returns the slot words (strWords) and the table hash of the key
+// data[o:e]. A key of at most 15 bytes hashes from its words (fmix64 is a
+// bijection, so keys of up to 8 bytes and one length never collide); a
+// longer one by xxhash64 of all its bytes, and its w1 then holds the low 56
+// bits of that hash instead of bytes 8-14, so that its words compare like a
+// 64-bit hash with an 8-byte prefix before the arena is read. The hash
+// stays in memory: it is not HashRows's.
+func strKey(data []byte, o, e int) (w0, w1, h uint64) {
+	w0, w1 = strWords(data, o, e)
+	if w1>>56 != strLong {
+		return w0, w1, hashFmix64(w0 ^ bits.RotateLeft64(w1*hashMul, 31))
+	}
+	h = xxhash.Sum64(data[o:e])
+	return w0, h&(1<<56-1) | strLong<<56, h
 }
 
 // bytesKeys is the table of one variable-width key column (the key is the
@@ -420,7 +484,7 @@ type bytesSlot struct {
 type bytesKeys struct {
 	fields  []arrow.Field
 	single  bool
-	slots   []bytesSlot
+	slots   []strSlot
 	shift   uint
 	arena   []byte
 	offs    []int64 // group g's key is arena[offs[g]:offs[g+1]]
@@ -430,7 +494,7 @@ type bytesKeys struct {
 	rowOffs []int64
 	pos     []int64
 	buf     []byte
-	touched uint64 // sum of the hashes loaded ahead, kept so the loads stay
+	touched uint64 // sum of the words loaded ahead, kept so the loads stay
 }
 
 func (t *bytesKeys) len() int {
@@ -481,6 +545,36 @@ func (t *bytesKeys) clearSeq() {
 	t.nullSeq = 0
 }
 
+// strRow is a row's key as the probe loop needs it: its packed words, its
+// hash, and where its bytes are.
+type strRow struct {
+	w0, w1, h uint64
+	o, e      int
+}
+
+// strLoadBlock fills blk with the keys of rows [start, end) and loads
+// their first slots (the sum of the words read is returned so the loads
+// are kept).
+func strLoadBlock[O int32 | int64](data []byte, offs []O, start, end int, blk *[probeBlock]strRow, slots []strSlot, shift uint) uint64 {
+	touch := uint64(0)
+	offs = offs[start : end+1]
+	for j := range end - start {
+		o, e := int(offs[j]), int(offs[j+1])
+		w0, w1 := strWords(data, o, e)
+		var h uint64
+		if w1>>56 != strLong {
+			h = hashFmix64(w0 ^ bits.RotateLeft64(w1*hashMul, 31))
+		} else {
+			// as strKey
+			h = xxhash.Sum64(data[o:e])
+			w1 = h&(1<<56-1) | strLong<<56
+		}
+		blk[j] = strRow{w0, w1, h, o, e}
+		touch += slots[h>>shift].w0
+	}
+	return touch
+}
+
 // bytesFind is the hot loop of byte keys: row i's key is data[offs[i]:offs[i+1]].
 func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {
 	n := len(offs) - 1
@@ -491,28 +585,20 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 	slots, shift := t.slots, t.shift
 	mask := uint64(len(slots) - 1)
 	limit := tableLimit(len(slots))
-	// Pipelined like u64Find: hash block b+1 and load its slots, then probe b.
-	var hs [2][probeBlock]uint64
-	touch := uint64(0)
-	for j := range min(probeBlock, n) {
-		h := xxhash.Sum64(data[offs[j]:offs[j+1]])
-		hs[0][j] = h
-		touch += slots[h>>shift].hash
-	}
+	// Pipelined like u64Find: read the keys of block b+1 and load their
+	// slots, then probe block b.
+	var rows [2][probeBlock]strRow
+	touch := strLoadBlock(data, offs, 0, min(probeBlock, n), &rows[0], slots, shift)
 	cur := 0
 	for base := 0; base < n; base += probeBlock {
 		end := min(base+probeBlock, n)
-		if nb := end; nb < n {
-			next := &hs[cur^1]
-			for j := range min(probeBlock, n-nb) {
-				h := xxhash.Sum64(data[offs[nb+j]:offs[nb+j+1]])
-				next[j] = h
-				touch += slots[h>>shift].hash
-			}
+		if end < n {
+			touch += strLoadBlock(data, offs, end, min(end+probeBlock, n), &rows[cur^1], slots, shift)
 		}
-		ch := &hs[cur]
+		blk := rows[cur][:end-base]
 		cur ^= 1
-		for i := base; i < end; i++ {
+		for j := range blk {
+			i := base + j
 			if bm != nil && !bitutil.BitIsSet(bm, off+i) {
 				g, fresh := t.nullGroup(seq)
 				gids[i] = g
@@ -522,32 +608,13 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 				}
 				continue
 			}
-			key := data[offs[i]:offs[i+1]]
-			h := ch[i-base]
-			p := h >> shift
+			r := &blk[j]
+			p := r.h >> shift
 			for {
 				s := &slots[p]
-				if s.gid == 0 {
-					if t.len() >= limit {
-						t.resize(2 * len(slots))
-						slots, shift = t.slots, t.shift
-						mask = uint64(len(slots) - 1)
-						limit = tableLimit(len(slots))
-						p = h >> shift
-						continue
-					}
-					g := uint32(t.len())
-					t.arena = append(t.arena, key...)
-					t.offs = append(t.offs, int64(len(t.arena)))
-					s.hash, s.gid, s.seq = h, g+1, seq
-					gids[i] = g
-					out[ng] = g
-					ng++
-					break
-				}
-				if s.hash == h {
+				if s.w0 == r.w0 && s.w1 == r.w1 && s.gid != 0 {
 					g := s.gid - 1
-					if bytes.Equal(t.arena[t.offs[g]:t.offs[g+1]], key) {
+					if r.w1>>56 != strLong || bytes.Equal(t.arena[t.offs[g]:t.offs[g+1]], data[r.o:r.e]) {
 						gids[i] = g
 						fresh := uint64(s.seq ^ seq)
 						s.seq = seq
@@ -555,6 +622,24 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 						ng += int((fresh | -fresh) >> 63)
 						break
 					}
+				}
+				if s.gid == 0 {
+					if t.len() >= limit {
+						t.resize(2 * len(slots))
+						slots, shift = t.slots, t.shift
+						mask = uint64(len(slots) - 1)
+						limit = tableLimit(len(slots))
+						p = r.h >> shift
+						continue
+					}
+					g := uint32(t.len())
+					t.arena = append(t.arena, data[r.o:r.e]...)
+					t.offs = append(t.offs, int64(len(t.arena)))
+					*s = strSlot{w0: r.w0, w1: r.w1, gid: g + 1, seq: seq}
+					gids[i] = g
+					out[ng] = g
+					ng++
+					break
 				}
 				p = (p + 1) & mask
 			}
@@ -564,39 +649,48 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 	return out[:ng]
 }
 
+// slotHash is the hash of the key in slot s.
+func (t *bytesKeys) slotHash(s *strSlot) uint64 {
+	g := s.gid - 1
+	_, _, h := strKey(t.arena, int(t.offs[g]), int(t.offs[g+1]))
+	return h
+}
+
 // resize moves the slots to a table of the given power-of-two size.
 func (t *bytesKeys) resize(n int) {
 	old := t.slots
-	t.slots = make([]bytesSlot, n)
+	t.slots = make([]strSlot, n)
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
-	for _, s := range old {
+	for i := range old {
+		s := &old[i]
 		if s.gid == 0 {
 			continue
 		}
-		p := s.hash >> t.shift
+		p := t.slotHash(s) >> t.shift
 		for t.slots[p].gid != 0 {
 			p = (p + 1) & mask
 		}
-		t.slots[p] = s
+		t.slots[p] = *s
 	}
 }
 
 // rebuild makes the slots anew from the keys, at the given size.
 func (t *bytesKeys) rebuild(n int) {
-	t.slots = make([]bytesSlot, n)
+	t.slots = make([]strSlot, n)
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
 	for g := range t.len() {
 		if g == t.nullGid {
 			continue
 		}
-		h := xxhash.Sum64(t.arena[t.offs[g]:t.offs[g+1]])
+		o, e := int(t.offs[g]), int(t.offs[g+1])
+		w0, w1, h := strKey(t.arena, o, e)
 		p := h >> t.shift
 		for t.slots[p].gid != 0 {
 			p = (p + 1) & mask
 		}
-		t.slots[p] = bytesSlot{hash: h, gid: uint32(g) + 1}
+		t.slots[p] = strSlot{w0: w0, w1: w1, gid: uint32(g) + 1}
 	}
 }
 

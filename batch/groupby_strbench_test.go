@@ -58,9 +58,11 @@ func benchRateInput(b *testing.B, order string, groups int) *benchData {
 
 // BenchmarkGroupByRateKeys is sum+count over the rate source's string keys.
 func BenchmarkGroupByRateKeys(b *testing.B) {
-	for _, order := range []string{"rate", "random"} {
-		d := benchRateInput(b, order, 100_000)
-		b.Run("order="+order, func(b *testing.B) { benchGroupBy(b, d, 100_000) })
+	for _, groups := range []int{1000, 100_000} {
+		for _, order := range []string{"rate", "random"} {
+			d := benchRateInput(b, order, groups)
+			b.Run(fmt.Sprintf("groups=%d/order=%s", groups, order), func(b *testing.B) { benchGroupBy(b, d, groups) })
+		}
 	}
 }
 
@@ -69,31 +71,33 @@ func BenchmarkGroupByRateKeys(b *testing.B) {
 // without allocating; a new key is copied, as the kernel copies it).
 func BenchmarkGoMapStringBaseline(b *testing.B) {
 	type acc struct{ sum, count int64 }
-	for _, order := range []string{"rate", "random"} {
-		d := benchRateInput(b, order, 100_000)
-		b.Run("order="+order, func(b *testing.B) {
-			cpu0 := benchCPU()
-			for range b.N {
-				m := map[string]*acc{}
-				for _, rec := range d.recs {
-					keys := rec.Column(0).(*array.String)
-					vals := rec.Column(1).(*array.Int64).Int64Values()
-					for i, v := range vals {
-						k := keys.Value(i)
-						a := m[k]
-						if a == nil {
-							a = &acc{}
-							m[strings.Clone(k)] = a
+	for _, groups := range []int{1000, 100_000} {
+		for _, order := range []string{"rate", "random"} {
+			d := benchRateInput(b, order, groups)
+			b.Run(fmt.Sprintf("groups=%d/order=%s", groups, order), func(b *testing.B) {
+				cpu0 := benchCPU()
+				for range b.N {
+					m := map[string]*acc{}
+					for _, rec := range d.recs {
+						keys := rec.Column(0).(*array.String)
+						vals := rec.Column(1).(*array.Int64).Int64Values()
+						for i, v := range vals {
+							k := keys.Value(i)
+							a := m[k]
+							if a == nil {
+								a = &acc{}
+								m[strings.Clone(k)] = a
+							}
+							a.sum += v
+							a.count++
 						}
-						a.sum += v
-						a.count++
+					}
+					if len(m) != groups {
+						b.Fatal(len(m))
 					}
 				}
-				if len(m) != 100_000 {
-					b.Fatal(len(m))
-				}
-			}
-			benchReport(b, benchRows, cpu0)
-		})
+				benchReport(b, benchRows, cpu0)
+			})
+		}
 	}
 }

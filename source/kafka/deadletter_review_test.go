@@ -88,3 +88,36 @@ func TestDeadLetterLeastPrivilege(t *testing.T) {
 	sort.Strings(keys)
 	wantKeys(t, keys, "pay/0/1")
 }
+
+// TestDeadLetterOtherQueryOpenTransaction: another query that shares the
+// progress topic died inside its dead-letter transaction (open until its
+// own, longer, timeout). A restart of this query neither waits for that
+// transaction nor fails, and still finds its own markers, which lie above
+// the other transaction's first offset (the last stable offset).
+func TestDeadLetterOtherQueryOpenTransaction(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	readBatch(t, f.open(t), [2]json.RawMessage{batch0[0], json.RawMessage(`{"pay":{"0":2,"1":0}}`)}) // creates the progress topic
+	other := testenv.KafkaClient(t, f.c, kgo.TransactionalID("onceflow-deadletter-other"), kgo.TransactionTimeout(5*time.Minute))
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	marker := `{"v":1,"transactionalId":"onceflow-deadletter-other","topic":"pay","topicId":"00000000000000000000000000000000","partition":0,"end":4,"source":"kafka[pay]"}`
+	if err := other.ProduceSync(ctx, &kgo.Record{Topic: "pay-dlq-progress", Key: []byte("onceflow-deadletter-other/pay/0"), Value: []byte(marker)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The other query's process dies here: its transaction stays open.
+	readBatch(t, f.open(t), batch0) // our markers now lie above the other's open transaction
+
+	began := time.Now()
+	src := f.open(t, kafka.DeadLetterTransactionTimeout(time.Second))
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("OpenCheckpoint waited %s for another query's transaction", d)
+	}
+	readBatch(t, src, batch0)
+	if st := src.Stats(); st.DeadLetters != 0 || st.DeadLettersSkipped != 3 {
+		t.Fatalf("re-run after restart: stats %+v", st)
+	}
+	wantKeys(t, deadKeys(t, f.c, true), dead0...)
+}

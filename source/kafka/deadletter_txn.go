@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -241,10 +243,14 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 }
 
 // readMarkers returns the newest committed marker of txnID per source
-// partition. It waits until no open transaction holds the progress topic's
-// last stable offset below the end seen first (at most the transaction
-// timeout and 10 s: a dead process's transaction is aborted by then), and
-// reads up to that end with read_committed.
+// partition. It reads each partition of the progress topic up to the end
+// seen first, read_uncommitted with the transaction control records, and
+// keeps a marker of txnID only when its transaction's commit record
+// follows it. It never waits for the last stable offset: the caller's
+// InitProducerID has completed every transaction of txnID, so their
+// control records lie below that end, and an open transaction of another
+// query sharing the topic (a process that died inside it holds the last
+// stable offset until its own timeout) is not ours to wait for.
 func (s *Source) readMarkers(ctx context.Context, txnID string) (map[topicPartition]committedEnd, error) {
 	topic := s.c.progressTopic()
 	const poll = 50 * time.Millisecond
@@ -266,31 +272,6 @@ func (s *Source) readMarkers(ctx context.Context, txnID string) (map[topicPartit
 			return nil, err
 		}
 	}
-	maxTries := int64((s.c.deadTimeout + 10*time.Second) / poll) // counted, not clocked
-	for tries := int64(0); ; tries++ {
-		lso, err := s.adm.ListCommittedOffsets(ctx, topic)
-		if err == nil {
-			err = lso.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list stable offsets of %q: %w", topic, err)
-		}
-		behind := false
-		hwm.Each(func(o kadm.ListedOffset) {
-			if l, ok := lso.Lookup(o.Topic, o.Partition); !ok || l.Offset < o.Offset {
-				behind = true
-			}
-		})
-		if !behind {
-			break
-		}
-		if tries >= maxTries {
-			return nil, fmt.Errorf("progress topic %q: an open transaction holds the last stable offset for longer than the transaction timeout", topic)
-		}
-		if err := sleep(ctx, poll); err != nil {
-			return nil, err
-		}
-	}
 	meta, err := s.loadLeaders(ctx, []string{topic})
 	if err != nil {
 		return nil, err
@@ -299,11 +280,24 @@ func (s *Source) readMarkers(ctx context.Context, txnID string) (map[topicPartit
 	prefix := []byte(txnID + "/")
 	var parts []kadm.ListedOffset
 	hwm.Each(func(o kadm.ListedOffset) { parts = append(parts, o) })
+	sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
 	for _, o := range parts {
 		if o.Offset <= 0 {
 			continue
 		}
+		pending := map[int64][]progressMarker{} // by producer id, until its control record
 		err := s.scan(ctx, meta, topicPartition{topic, o.Partition}, o.Offset, func(r *kgo.Record) error {
+			if r.Attrs.IsControl() {
+				ms := pending[r.ProducerID]
+				delete(pending, r.ProducerID)
+				// The key of a control record: version int16, type int16 (0 abort, 1 commit).
+				if len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1 {
+					for _, m := range ms {
+						out[topicPartition{m.Topic, m.Partition}] = markerEnd(m) // newest wins, as under compaction
+					}
+				}
+				return nil
+			}
 			if !bytes.HasPrefix(r.Key, prefix) {
 				return nil
 			}
@@ -314,22 +308,33 @@ func (s *Source) readMarkers(ctx context.Context, txnID string) (map[topicPartit
 			if m.TransactionalID != txnID {
 				return nil // another id that starts with ours and a slash
 			}
-			var id [16]byte
-			if b, err := hex.DecodeString(m.TopicID); err == nil && len(b) == len(id) {
-				copy(id[:], b)
+			if r.Attrs.IsTransactional() {
+				pending[r.ProducerID] = append(pending[r.ProducerID], m)
+			} else {
+				out[topicPartition{m.Topic, m.Partition}] = markerEnd(m)
 			}
-			out[topicPartition{m.Topic, m.Partition}] = committedEnd{topicID: id, end: m.End} // newest wins, as under compaction
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
+		// What is still pending was aborted: InitProducerID has completed
+		// every transaction of txnID.
 	}
 	return out, nil
 }
 
-// scan reads [0, end) of one partition with read_committed fetches,
-// ending by offset, retrying transient errors after a metadata refresh.
+func markerEnd(m progressMarker) committedEnd {
+	var id [16]byte
+	if b, err := hex.DecodeString(m.TopicID); err == nil && len(b) == len(id) {
+		copy(id[:], b)
+	}
+	return committedEnd{topicID: id, end: m.End}
+}
+
+// scan reads [0, end) of one partition with read_uncommitted fetches,
+// control records included, ending by offset, retrying transient errors
+// after a metadata refresh.
 func (s *Source) scan(ctx context.Context, meta *leaders, tp topicPartition, end int64, fn func(*kgo.Record) error) error {
 	off := int64(0)
 	retries, idle := 0, 0
@@ -356,7 +361,7 @@ func (s *Source) scan(ctx context.Context, meta *leaders, tp topicPartition, end
 			retries++
 			continue
 		}
-		rp, err := s.fetch(ctx, leader, id, tp, off, true)
+		rp, err := s.fetch(ctx, leader, id, tp, off, false)
 		if err == nil {
 			err = kerr.ErrorForCode(rp.ErrorCode)
 		}
@@ -381,7 +386,7 @@ func (s *Source) scan(ctx context.Context, meta *leaders, tp topicPartition, end
 			off = rp.LogStartOffset
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset: off, IsolationLevel: kgo.ReadCommitted(), Topic: tp.topic, Partition: tp.partition,
+			Offset: off, IsolationLevel: kgo.ReadUncommitted(), KeepControlRecords: true, Topic: tp.topic, Partition: tp.partition,
 		}, rp, s.decomp, nil)
 		if fp.Err != nil {
 			return fmt.Errorf("fetch %s at %d: %w", tp, off, fp.Err)

@@ -122,7 +122,10 @@
 // "<transactional id>/<topic>/<partition>" and the JSON value
 // {"v":1,"transactionalId":…,"topic":…,"topicId":"<32 hex digits>",
 // "partition":…,"end":…,"source":"kafka[…]"}. The newest committed marker of
-// a key wins, as compaction keeps it.
+// a key wins, as compaction keeps it. The source reads the markers
+// read_uncommitted with the transaction control records and keeps only
+// committed ones, so an open transaction of another query sharing the
+// topic never delays it.
 //
 // # Concurrency
 //

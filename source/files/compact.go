@@ -56,28 +56,63 @@ type loaded struct {
 	stale         bool  // objects the newest compact entry made obsolete remain
 }
 
+// loadAttempts bounds how often loadLog starts over because a newer
+// compact entry appeared while it read.
+const loadAttempts = 20
+
 // loadLog reads the newest compact entry and the plain entries after it.
-// It writes nothing, so a read-only tool (the audit) may call it.
+// It writes nothing, so a read-only tool (the audit) may call it next to a
+// live query: when a compaction of that query deletes, between its
+// listing and its reads, the compact entry or the plain entries it was
+// reading, a newer compact entry exists, and it reads again from that one.
+// The engine's own open sees no such race (one driver at a time) and pays
+// one more listing.
 func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEntry], clog *offsetlog.Log[compactEntry]) (loaded, error) {
-	l := loaded{entries: map[int64][]FileRecord{}, latest: -1, compacted: -1, newest: noneTaken, compactNewest: noneTaken, forgotten: noneTaken}
+	for attempt := 1; ; attempt++ {
+		l, base, err := loadOnce(ctx, store, log, clog)
+		if attempt == loadAttempts || ctx.Err() != nil {
+			return l, err
+		}
+		// A compaction that ran meanwhile may also have left no error,
+		// only fewer entries (its plain entries deleted after the
+		// listing of compact entries): check that none did.
+		cids, lerr := clog.List(ctx)
+		if lerr != nil {
+			if err != nil {
+				return l, err
+			}
+			return l, lerr
+		}
+		if len(cids) == 0 || cids[len(cids)-1] <= base {
+			return l, err // no compaction raced this read
+		}
+	}
+}
+
+// loadOnce is one attempt of loadLog; base is the compact entry it
+// started from, -1 for none.
+func loadOnce(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEntry], clog *offsetlog.Log[compactEntry]) (l loaded, base int64, err error) {
+	base = -1
+	l = loaded{entries: map[int64][]FileRecord{}, latest: -1, compacted: -1, newest: noneTaken, compactNewest: noneTaken, forgotten: noneTaken}
 	cids, err := clog.List(ctx)
 	if err != nil {
-		return l, err
+		return l, base, err
 	}
 	if n := len(cids); n > 0 {
 		c := cids[n-1]
+		base = c
 		ce, err := clog.Get(ctx, c)
 		if err != nil {
-			return l, err
+			return l, base, err
 		}
 		name := store.URL() + "/" + offsetlog.FileName(compactDir, c)
 		if ce.Through != c {
-			return l, &offsetlog.CorruptionError{File: name, Reason: fmt.Sprintf("through %d does not match the entry id %d", ce.Through, c)}
+			return l, base, &offsetlog.CorruptionError{File: name, Reason: fmt.Sprintf("through %d does not match the entry id %d", ce.Through, c)}
 		}
 		prev := int64(-1)
 		for _, e := range ce.Entries {
 			if e.K <= prev || e.K > c {
-				return l, &offsetlog.CorruptionError{File: name, Reason: fmt.Sprintf("entry %d out of order or beyond %d", e.K, c)}
+				return l, base, &offsetlog.CorruptionError{File: name, Reason: fmt.Sprintf("entry %d out of order or beyond %d", e.K, c)}
 			}
 			prev = e.K
 			l.entries[e.K] = e.Files
@@ -90,7 +125,7 @@ func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEnt
 	}
 	ids, err := log.List(ctx)
 	if err != nil {
-		return l, err
+		return l, base, err
 	}
 	for _, id := range ids {
 		if id <= l.compacted {
@@ -98,11 +133,11 @@ func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEnt
 			continue
 		}
 		if id != l.latest+1 {
-			return l, fmt.Errorf("%w: %s/%s is missing (the log holds entry %d)", offsetlog.ErrCorrupt, store.URL(), offsetlog.FileName(logDir, l.latest+1), id)
+			return l, base, fmt.Errorf("%w: %s/%s is missing (the log holds entry %d)", offsetlog.ErrCorrupt, store.URL(), offsetlog.FileName(logDir, l.latest+1), id)
 		}
 		e, err := log.Get(ctx, id)
 		if err != nil {
-			return l, err
+			return l, base, err
 		}
 		l.entries[id] = e.Files
 		for _, f := range e.Files {
@@ -110,7 +145,7 @@ func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEnt
 		}
 		l.latest = id
 	}
-	return l, nil
+	return l, base, nil
 }
 
 // compactBoundary returns the newest entry id c <= k that a compaction

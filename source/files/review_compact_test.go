@@ -3,8 +3,11 @@ package files
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/onceflow/onceflow/storage"
 )
 
 // Review: WithMaxFileAge(d) forgets old entries at compaction, and only the
@@ -62,6 +65,107 @@ func TestReviewForgottenFilesNotRetakenWhenAgeChanges(t *testing.T) {
 				}
 				k = next
 				s = open(t, store, dir, JSON, payments(), append(base, tc.later...)...)
+			}
+		})
+	}
+}
+
+// hookStore runs hook once, right after the first call of op on a name
+// beginning with prefix, as if another process acted in between.
+type hookStore struct {
+	storage.Store
+	op, prefix string
+	hook       func()
+	done       bool
+}
+
+func (h *hookStore) fire(op, name string) {
+	if !h.done && op == h.op && strings.HasPrefix(name, h.prefix) {
+		h.done = true
+		h.hook()
+	}
+}
+
+func (h *hookStore) List(ctx context.Context, prefix string) ([]storage.ObjectInfo, error) {
+	infos, err := h.Store.List(ctx, prefix)
+	h.fire("list", prefix)
+	return infos, err
+}
+
+func (h *hookStore) Get(ctx context.Context, name string) ([]byte, error) {
+	b, err := h.Store.Get(ctx, name)
+	h.fire("get", name)
+	return b, err
+}
+
+// Review: the audit opens a live query's checkpoint read-only (audit/doc.go:
+// "safe to run next to a live query"), and so may a second driver on an
+// object store. OpenCheckpoint lists the compact entries, reads the newest,
+// then lists the plain entries; a compaction of the live query in between
+// deletes the compact entry it is about to read, or the plain entries
+// after it, and OpenCheckpoint failed on a legitimate checkpoint ("no
+// entry", "files/… is missing" as corruption). It must read a consistent
+// log: the newer compact entry and the plain entries after it.
+func TestReviewOpenCheckpointRacesCompaction(t *testing.T) {
+	for _, tc := range []struct {
+		op, prefix string
+		plainAfter bool // the hook leaves plain entries after its compaction
+	}{
+		{"list", compactDir + "/", true}, // then the listed compact entry is deleted
+		{"get", compactDir + "/", true},  // then the plain entries after it are
+		{"get", compactDir + "/", false}, // then all plain entries are
+		{"list", logDir + "/", true},     // then a listed plain entry is
+	} {
+		t.Run(fmt.Sprintf("%s %s plain after %v", tc.op, tc.prefix, tc.plainAfter), func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			store := checkpoint(t)
+			opts := []Option{WithMaxFilesPerTrigger(1), WithLogCompactInterval(2)}
+			live := open(t, store, dir, JSON, payments(), opts...)
+			k, n := int64(-1), 0
+			take := func(commit bool) {
+				landing(t, dir, fmt.Sprintf("f%02d.json", n), payment(n), time.Duration(n)*time.Second)
+				n++
+				k = latest(t, live, k)
+				if commit {
+					if err := live.Commit(ctx, EncodeOffset(k)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for range 5 { // compact/3, files/4
+				take(true)
+			}
+			hs := &hookStore{Store: store, op: tc.op, prefix: tc.prefix, hook: func() {
+				take(true) // entry 5: compact/5; files/4, files/5 and compact/3 deleted
+				if tc.plainAfter {
+					take(false) // entry 6, not committed
+					take(false) // entry 7
+				}
+			}}
+			audit, err := New(dir, JSON, payments(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := audit.OpenCheckpoint(ctx, hs); err != nil {
+				t.Fatalf("read-only open during a compaction: %v", err)
+			}
+			if !hs.done {
+				t.Fatal("the hook did not run")
+			}
+			// The engine may have planned through the live source's latest
+			// entry: the audit must be able to read that far.
+			ids, err := firstColumn(t, audit, -1, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) != n {
+				t.Fatalf("read %v of %d files", ids, n)
+			}
+			for i, id := range ids {
+				if id != i {
+					t.Fatalf("read %v", ids)
+				}
 			}
 		})
 	}

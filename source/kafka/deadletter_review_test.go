@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -120,4 +124,75 @@ func TestDeadLetterOtherQueryOpenTransaction(t *testing.T) {
 		t.Fatalf("re-run after restart: stats %+v", st)
 	}
 	wantKeys(t, deadKeys(t, f.c, true), dead0...)
+}
+
+// TestDeadLetterCommitOutcomeUnknown: the commit reaches the broker and
+// commits, but the Read's context ends before the answer, so the Read
+// fails. The engine's re-run in the same process must find the marker and
+// produce nothing twice.
+func TestDeadLetterCommitOutcomeUnknown(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	src := f.open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var hits atomic.Int32
+	f.c.Fake().ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		hits.Add(1)
+		f.c.Fake().SleepControl(func() { <-ctx.Done(); time.Sleep(100 * time.Millisecond) })
+		return nil, nil, false // then processed normally: the commit lands
+	})
+	err := src.Read(ctx, batch0[0], batch0[1], func(rec arrow.RecordBatch) error { rec.Release(); return nil })
+	if err == nil || hits.Load() != 1 {
+		t.Fatalf("Read with a late commit answer: err = %v, EndTxn seen %d times", err, hits.Load())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(deadKeys(t, f.c, true)) < len(dead0) { // wait until the commit is visible
+		if time.Now().After(deadline) {
+			t.Fatal("the delayed commit never became visible")
+		}
+	}
+	readBatch(t, src, batch0)
+	if st := src.Stats(); st.DeadLetters != 0 || st.DeadLettersSkipped != 3 {
+		t.Fatalf("re-run: stats %+v", st)
+	}
+	wantKeys(t, deadKeys(t, f.c, true), dead0...)
+}
+
+// TestDeadLetterProgressTopicGrows: the operators created the progress
+// topic with three partitions and later added a fourth, so a marker key
+// hashes elsewhere than before. A re-run must still see the newest marker
+// of each key (not the older one left in another partition) and produce
+// nothing twice.
+func TestDeadLetterProgressTopicGrows(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	// An id whose key for pay/0 moves from partition 2 (of 3) to 0 (of 4).
+	hash := kgo.StickyKeyPartitioner(nil).ForTopic("x")
+	id := ""
+	for i := 0; id == ""; i++ {
+		cand := fmt.Sprintf("grow-%d", i)
+		k := &kgo.Record{Key: []byte(cand + "/pay/0")}
+		if hash.Partition(k, 3) == 2 && hash.Partition(k, 4) == 0 {
+			id = cand
+		}
+	}
+	adm := kadm.NewClient(testenv.KafkaClient(t, f.c))
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "pay-dlq-progress"); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *kafka.Source { return f.open(t, kafka.DeadLetterTransactionalID(id)) }
+	readBatch(t, open(), [2]json.RawMessage{batch0[0], json.RawMessage(`{"pay":{"0":2,"1":0}}`)}) // pay/0/1
+	if _, err := adm.CreatePartitions(ctx, 1, "pay-dlq-progress"); err != nil {
+		t.Fatal(err)
+	}
+	next := [2]json.RawMessage{json.RawMessage(`{"pay":{"0":2,"1":0}}`), json.RawMessage(`{"pay":{"0":4,"1":0}}`)}
+	readBatch(t, open(), next) // pay/0/3; then the process dies before the engine's commit
+	src := open()
+	readBatch(t, src, next)
+	if st := src.Stats(); st.DeadLetters != 0 || st.DeadLettersSkipped != 1 {
+		t.Fatalf("re-run after restart: stats %+v", st)
+	}
+	wantKeys(t, deadKeys(t, f.c, true), "pay/0/1", "pay/0/3")
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -159,6 +158,7 @@ func (s *Source) initDeadLocked(ctx context.Context) error {
 	cl, err := kgo.NewClient(s.c.clientOpts(
 		kgo.TransactionalID(s.dl.id),
 		kgo.TransactionTimeout(s.c.deadTimeout),
+		kgo.RecordPartitioner(markerPartitioner{progress: s.c.progressTopic(), def: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}),
 	)...)
 	if err != nil {
 		return fmt.Errorf("dead-letter transactional client: %w", err)
@@ -175,6 +175,27 @@ func (s *Source) initDeadLocked(ctx context.Context) error {
 	s.dl.cl, s.dl.committed = cl, committed
 	return nil
 }
+
+// markerPartitioner sends every progress marker to partition 0 of the
+// progress topic, so the markers of one key stay in one log, in commit
+// order, even when partitions are added to a topic the operators created
+// with several; dead letters keep kgo's default partitioning.
+type markerPartitioner struct {
+	progress string
+	def      kgo.Partitioner
+}
+
+func (p markerPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == p.progress {
+		return firstPartition{}
+	}
+	return p.def.ForTopic(topic)
+}
+
+type firstPartition struct{}
+
+func (firstPartition) RequiresConsistency(*kgo.Record) bool { return true }
+func (firstPartition) Partition(*kgo.Record, int) int       { return 0 }
 
 // checkDeadTopics checks the transaction timeout against every broker's
 // transaction.max.timeout.ms and the dead-letter topic's existence, and
@@ -243,8 +264,9 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 }
 
 // readMarkers returns the newest committed marker of txnID per source
-// partition. It reads each partition of the progress topic up to the end
-// seen first, read_uncommitted with the transaction control records, and
+// partition. It reads partition 0 of the progress topic (the only one
+// markers go to) up to the end seen first, read_uncommitted with the
+// transaction control records, and
 // keeps a marker of txnID only when its transaction's commit record
 // follows it. It never waits for the last stable offset: the caller's
 // InitProducerID has completed every transaction of txnID, so their
@@ -278,13 +300,8 @@ func (s *Source) readMarkers(ctx context.Context, txnID string) (map[topicPartit
 	}
 	out := map[topicPartition]committedEnd{}
 	prefix := []byte(txnID + "/")
-	var parts []kadm.ListedOffset
-	hwm.Each(func(o kadm.ListedOffset) { parts = append(parts, o) })
-	sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
-	for _, o := range parts {
-		if o.Offset <= 0 {
-			continue
-		}
+	// Markers go to partition 0 only (markerPartitioner).
+	if o, ok := hwm.Lookup(topic, 0); ok && o.Offset > 0 {
 		pending := map[int64][]progressMarker{} // by producer id, until its control record
 		err := s.scan(ctx, meta, topicPartition{topic, o.Partition}, o.Offset, func(r *kgo.Record) error {
 			if r.Attrs.IsControl() {

@@ -122,7 +122,9 @@
 // "<transactional id>/<topic>/<partition>" and the JSON value
 // {"v":1,"transactionalId":…,"topic":…,"topicId":"<32 hex digits>",
 // "partition":…,"end":…,"source":"kafka[…]"}. The newest committed marker of
-// a key wins, as compaction keeps it. The source reads the markers
+// a key wins, as compaction keeps it. Every marker goes to partition 0
+// of the progress topic, so one key's markers stay in one log in commit
+// order even when partitions are added to it. The source reads the markers
 // read_uncommitted with the transaction control records and keeps only
 // committed ones, so an open transaction of another query sharing the
 // topic never delays it.

@@ -48,11 +48,15 @@
 //     stored in that order too.
 //   - Purge(c) keeps every file needed to load any version in
 //     [c-MinVersionsToRetain+1, c], and every file of a version after c.
+//   - Loaded records share the bytes read from the files (Arrow IPC
+//     sections are decoded in place, after the checksum is verified), so
+//     those buffers are Go memory, not the Allocator's.
 //
 // # Concurrency
 //
-// A Store holds no mutable state and its methods are safe for concurrent
-// use, with the limits the protocol implies: Maintain(c) and Purge(c) may
+// A Store holds no mutable state (beyond a couple of spare encoding
+// buffers Commit reuses) and its methods are safe for concurrent use, with
+// the limits the protocol implies: Maintain(c) and Purge(c) may
 // run alongside Commit of versions after c; Purge(c') must not run while a
 // Maintain(c) with c < c'-MinVersionsToRetain+1 is reading the files it
 // may delete; two Commits of one version must not race.

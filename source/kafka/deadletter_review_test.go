@@ -196,3 +196,30 @@ func TestDeadLetterProgressTopicGrows(t *testing.T) {
 	}
 	wantKeys(t, deadKeys(t, f.c, true), "pay/0/1", "pay/0/3")
 }
+
+// TestDeadLetterProgressTopicRolls: the progress topic the source creates
+// rolls its segment hourly. Kafka never compacts the active segment, and
+// the default roll is a week (or 1 GiB), so every start would read a
+// week of superseded markers.
+func TestDeadLetterProgressTopicRolls(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	f.open(t)
+	rcs, err := kadm.NewClient(testenv.KafkaClient(t, f.c)).DescribeTopicConfigs(context.Background(), "pay-dlq-progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("pay-dlq-progress", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, cfg := range rc.Configs {
+		if cfg.Value != nil {
+			got[cfg.Key] = *cfg.Value
+		}
+	}
+	if got["cleanup.policy"] != "compact" || got["segment.ms"] != "3600000" {
+		t.Fatalf("progress topic cleanup.policy=%q segment.ms=%q, want compact and 3600000", got["cleanup.policy"], got["segment.ms"])
+	}
+}

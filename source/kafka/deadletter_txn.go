@@ -252,8 +252,11 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 	if td, ok := tds[progress]; ok && td.Err == nil {
 		return nil
 	}
-	compact := "compact"
-	resp, err := s.adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, progress)
+	// Kafka never compacts the active segment: rolling it hourly (the
+	// default is a week or 1 GiB) keeps what a start reads to about an
+	// hour of markers plus the newest of each key.
+	compact, roll := "compact", "3600000"
+	resp, err := s.adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact, "segment.ms": &roll}, progress)
 	if err == nil {
 		err = resp.Err
 	}

@@ -212,8 +212,9 @@ func DeadLetterTopic(topic string) Option {
 
 // DeadLetterProgressTopic sets the compacted topic holding the dead-letter
 // progress markers (default: the dead-letter topic's name followed by
-// "-progress"). The source creates it, with cleanup.policy=compact and one
-// partition, if it is missing. Several queries may share it: each marker is
+// "-progress"). The source creates it, with cleanup.policy=compact,
+// segment.ms=3600000 and one partition, if it is missing; markers go to
+// its partition 0. Several queries may share it: each marker is
 // keyed by its transactional id.
 func DeadLetterProgressTopic(topic string) Option {
 	return func(c *config) { c.deadProgress = topic }

@@ -40,7 +40,8 @@
 //
 // LatestOffset(start) returns {"logOffset":start+1} if that entry already
 // exists — a crash came after this log was written and before the engine
-// recorded the batch — and never plans anew. Otherwise it lists the
+// recorded the batch, or a fork replays — and never plans anew; an entry a
+// compaction forgot fails it with ErrBadOffset. Otherwise it lists the
 // directory, takes the files no entry took, in (modification time, name)
 // order, at most WithMaxFilesPerTrigger of them (default: all, as Spark's
 // maxFilesPerTrigger), writes entry start+1, and returns it. With nothing

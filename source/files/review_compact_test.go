@@ -2,6 +2,7 @@ package files
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -166,6 +167,116 @@ func TestReviewOpenCheckpointRacesCompaction(t *testing.T) {
 				if id != i {
 					t.Fatalf("read %v", ids)
 				}
+			}
+		})
+	}
+}
+
+// copyStore copies every object of src into dst, as ForkCheckpoint copies
+// a checkpoint's sources/ folder.
+func copyStore(t *testing.T, src, dst storage.Store) {
+	t.Helper()
+	ctx := context.Background()
+	infos, err := src.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		b, err := src.Get(ctx, in.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.PutIfAbsent(ctx, in.Name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Review: a fork (engine.ForkCheckpoint, `onceflow checkpoint fork`)
+// copies the files log whole and replays from an end older than the
+// newest compact entry: each replayed batch must take the entry the
+// original took (from the compact entry, its plain one gone), Commit for
+// ends below the compact entry must change nothing, and new files must
+// continue the log. With WithMaxFileAge, an entry the compaction forgot
+// cannot be replayed: LatestOffset must refuse it before the engine writes
+// it into its write-ahead log, where it could never be read.
+func TestReviewForkReplaysBelowCompact(t *testing.T) {
+	ctx := context.Background()
+	const step = 5 * time.Second
+	for _, tc := range []struct {
+		name      string
+		opts      []Option
+		forgotten bool
+	}{
+		{"keep all", nil, false},
+		{"max file age", []Option{WithMaxFileAge(3 * step)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			orig := checkpoint(t)
+			opts := append([]Option{WithMaxFilesPerTrigger(1), WithLogCompactInterval(3)}, tc.opts...)
+			s := open(t, orig, dir, JSON, payments(), opts...)
+			k := int64(-1)
+			took := map[int64]string{}
+			for i := range 10 {
+				landing(t, dir, fmt.Sprintf("f%02d.json", i), payment(i), time.Duration(i)*step)
+				k = latest(t, s, k)
+				took[k] = loggedNames(s, k)
+				if err := s.Commit(ctx, EncodeOffset(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.mu.compacted != 8 {
+				t.Fatalf("compacted through %d, want 8", s.mu.compacted)
+			}
+			fork := checkpoint(t)
+			copyStore(t, orig, fork)
+			f := open(t, fork, dir, JSON, payments(), opts...)
+			e := int64(1) // the fork replays from the batch after entry 1
+			if tc.forgotten {
+				if _, ok := f.mu.entries[e+1]; ok {
+					t.Fatalf("entry %d was not forgotten; the test needs it to be", e+1)
+				}
+				_, err := f.LatestOffset(ctx, EncodeOffset(e))
+				if !errors.Is(err, ErrBadOffset) || !strings.Contains(err.Error(), "forgotten") {
+					t.Fatalf("LatestOffset at a forgotten entry: %v, want ErrBadOffset naming it forgotten", err)
+				}
+				e = 6 // a fork from a remembered entry still replays
+			}
+			for ; e < k; e++ {
+				next := latest(t, f, e)
+				if next != e+1 || loggedNames(f, next) != took[next] {
+					t.Fatalf("fork replayed entry %d %s, want %d %s", next, loggedNames(f, next), e+1, took[e+1])
+				}
+				ids, err := firstColumn(t, f, e, next)
+				if err != nil || len(ids) != 1 || ids[0] != int(next) {
+					t.Fatalf("fork read entry %d: %v, %v", next, ids, err)
+				}
+				if err := f.Commit(ctx, EncodeOffset(next)); err != nil {
+					t.Fatal(err)
+				}
+				if plain, compact := logObjects(t, fork); plain != 1 || compact != 1 {
+					t.Fatalf("after the fork's commit of %d: %d plain and %d compact entries", next, plain, compact)
+				}
+			}
+			for i := 10; i < 13; i++ { // the fork goes on with new files
+				landing(t, dir, fmt.Sprintf("f%02d.json", i), payment(i), time.Duration(i)*step)
+				k = latest(t, f, k)
+				if loggedNames(f, k) != fmt.Sprintf("[f%02d.json]", i) {
+					t.Fatalf("fork entry %d took %s", k, loggedNames(f, k))
+				}
+				if err := f.Commit(ctx, EncodeOffset(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f = open(t, fork, dir, JSON, payments(), opts...)
+			from := int64(-1)
+			if tc.forgotten {
+				from = 8 // the fork's own compaction through 11 forgot up to 7
+			}
+			ids, err := firstColumn(t, f, from, k)
+			if err != nil || len(ids) != int(k-from) || ids[0] != int(from+1) || ids[len(ids)-1] != int(k) {
+				t.Fatalf("fork history from %d: %v, %v", from, ids, err)
 			}
 		})
 	}

@@ -218,6 +218,12 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 		return nil, fmt.Errorf("%w: start logOffset %d is beyond the files log (latest %d) in %s", ErrBadOffset, k, s.mu.latest, s.mu.store.URL())
 	}
 	if k < s.mu.latest {
+		// A replay (a fork) from before the newest compact entry: the
+		// entry must still be remembered, or the engine would record a
+		// batch no Read can run.
+		if _, ok := s.mu.entries[k+1]; !ok {
+			return nil, s.missingEntry(k + 1)
+		}
 		return EncodeOffset(k + 1), nil
 	}
 	fresh, err := s.listNew()
@@ -359,16 +365,22 @@ func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, [][]FileRecord,
 	var lists [][]FileRecord
 	for k := from + 1; k <= to; k++ {
 		fs, ok := s.mu.entries[k]
-		if !ok && k >= 0 && k <= s.mu.compacted {
-			return nil, nil, fmt.Errorf("%w: files log entry %d in %s was forgotten by a compaction (WithMaxFileAge): its files are older than the age limit", ErrBadOffset, k, s.mu.store.URL())
-		}
 		if !ok {
-			return nil, nil, fmt.Errorf("%w: the files log in %s has no entry %d", ErrBadOffset, s.mu.store.URL(), k)
+			return nil, nil, s.missingEntry(k)
 		}
 		ids = append(ids, k)
 		lists = append(lists, fs)
 	}
 	return ids, lists, nil
+}
+
+// missingEntry is the error for entry k, which the log does not hold.
+// s.mu is held.
+func (s *Source) missingEntry(k int64) error {
+	if k >= 0 && k <= s.mu.compacted {
+		return fmt.Errorf("%w: files log entry %d in %s was forgotten by a compaction (WithMaxFileAge): its files are older than the age limit", ErrBadOffset, k, s.mu.store.URL())
+	}
+	return fmt.Errorf("%w: the files log in %s has no entry %d", ErrBadOffset, s.mu.store.URL(), k)
 }
 
 // SourceID identifies what the source reads, for the engine's restart

@@ -73,23 +73,23 @@ func aggGather[T any](vals []T, idx []uint32) []T {
 
 type countAcc struct {
 	rows   bool // count(*)
-	counts []int64
+	counts vec[int64]
 }
 
-func (a *countAcc) grow(n int) { a.counts = aggGrow(a.counts, n) }
+func (a *countAcc) grow(n int) { a.counts.grow(n) }
 
 func (a *countAcc) merge(m *aggMergeCtx, col arrow.Array) error {
-	counts := a.counts
+	counts := a.counts.chunks
 	if a.rows || col.NullN() == 0 {
 		for _, g := range m.gids {
-			counts[g]++
+			counts[g>>vecBits][g&vecMask]++
 		}
 		return nil
 	}
 	bm, off := gbBitmap(col)
 	for i, g := range m.gids {
 		if bitutil.BitIsSet(bm, off+i) {
-			counts[g]++
+			counts[g>>vecBits][g&vecMask]++
 		}
 	}
 	return nil
@@ -106,24 +106,24 @@ func (a *countAcc) state(mem memory.Allocator, idx []uint32) []arrow.Array {
 func (a *countAcc) load(cols []arrow.Array, gids []uint32) {
 	v := cols[0].(*array.Int64)
 	for i, g := range gids {
-		a.counts[g] = v.Value(i)
+		*a.counts.at(g) = v.Value(i)
 	}
 }
 
 func (a *countAcc) resultType() arrow.DataType { return arrow.PrimitiveTypes.Int64 }
 
 func (a *countAcc) result(mem memory.Allocator, idx []uint32) arrow.Array {
-	return aggFixedArray(mem, arrow.PrimitiveTypes.Int64, a.counts, nil, idx)
+	return vecFixedArray(mem, arrow.PrimitiveTypes.Int64, &a.counts, idx)
 }
 
 func (a *countAcc) reset(idx []uint32) {
 	for _, g := range idx {
-		a.counts[g] = 0
+		*a.counts.at(g) = 0
 	}
 }
 
-func (a *countAcc) compact(keep []bool) { a.counts = aggCompact(a.counts, keep) }
-func (a *countAcc) memoryBytes() int64  { return aggSize(a.counts) }
+func (a *countAcc) compact(keep []bool) { a.counts.compact(keep) }
+func (a *countAcc) memoryBytes() int64  { return a.counts.memoryBytes() }
 
 // ---- sum and average ----
 
@@ -137,10 +137,10 @@ type aggSumCount[S int64 | float64] struct {
 // sumBase holds the state of sum and avg; as avg it outputs sum/count.
 type sumBase[S int64 | float64] struct {
 	avg bool
-	sc  []aggSumCount[S]
+	sc  vec[aggSumCount[S]]
 }
 
-func (a *sumBase[S]) grow(n int) { a.sc = aggGrow(a.sc, n) }
+func (a *sumBase[S]) grow(n int) { a.sc.grow(n) }
 
 func (a *sumBase[S]) sumType() arrow.DataType {
 	var zero S
@@ -162,10 +162,10 @@ func (a *sumBase[S]) stateFields(name string) []arrow.Field {
 
 // split gathers the sums, counts and has-value flags of groups idx.
 func (a *sumBase[S]) split(idx []uint32) ([]S, []int64, []bool) {
-	n := aggRows(idx, len(a.sc))
+	n := aggRows(idx, a.sc.len())
 	sums, counts, has := make([]S, n), make([]int64, n), make([]bool, n)
 	for j := range n {
-		v := a.sc[aggRow(idx, j)]
+		v := *a.sc.at(uint32(aggRow(idx, j)))
 		sums[j], counts[j], has[j] = v.sum, v.n, v.n > 0
 	}
 	return sums, counts, has
@@ -185,15 +185,15 @@ func (a *sumBase[S]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
 func (a *sumBase[S]) load(cols []arrow.Array, gids []uint32) {
 	sums := gbValues[S](cols[0])
 	for i, g := range gids {
-		a.sc[g] = aggSumCount[S]{}
+		*a.sc.at(g) = aggSumCount[S]{}
 		if cols[0].IsValid(i) {
-			a.sc[g] = aggSumCount[S]{sum: sums[i], n: 1}
+			*a.sc.at(g) = aggSumCount[S]{sum: sums[i], n: 1}
 		}
 	}
 	if a.avg {
 		c := cols[1].(*array.Int64)
 		for i, g := range gids {
-			a.sc[g].n = c.Value(i)
+			a.sc.at(g).n = c.Value(i)
 		}
 	}
 }
@@ -221,12 +221,12 @@ func (a *sumBase[S]) result(mem memory.Allocator, idx []uint32) arrow.Array {
 
 func (a *sumBase[S]) reset(idx []uint32) {
 	for _, g := range idx {
-		a.sc[g] = aggSumCount[S]{}
+		*a.sc.at(g) = aggSumCount[S]{}
 	}
 }
 
-func (a *sumBase[S]) compact(keep []bool) { a.sc = aggCompact(a.sc, keep) }
-func (a *sumBase[S]) memoryBytes() int64  { return aggSize(a.sc) }
+func (a *sumBase[S]) compact(keep []bool) { a.sc.compact(keep) }
+func (a *sumBase[S]) memoryBytes() int64  { return a.sc.memoryBytes() }
 
 // sumIntAcc sums an integer column as int64; an overflow fails the merge.
 type sumIntAcc[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64] struct {
@@ -237,7 +237,7 @@ type sumIntAcc[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64
 func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	vals := gbValues[T](col)
 	gids := m.gids[:len(vals)]
-	sc := a.sc
+	sc := a.sc.chunks
 	bm, off := gbBitmap(col)
 	if a.unsigned {
 		for i, v := range vals {
@@ -248,7 +248,8 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	}
 	if bm == nil {
 		for i, v := range vals {
-			p := &sc[gids[i]]
+			g := gids[i]
+			p := &sc[g>>vecBits][g&vecMask]
 			s, x := p.sum, int64(v)
 			r := s + x
 			if (s^r)&(x^r) < 0 {
@@ -263,7 +264,8 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 		if !bitutil.BitIsSet(bm, off+i) {
 			continue
 		}
-		p := &sc[gids[i]]
+		g := gids[i]
+		p := &sc[g>>vecBits][g&vecMask]
 		s, x := p.sum, int64(v)
 		r := s + x
 		if (s^r)&(x^r) < 0 {
@@ -287,13 +289,14 @@ type sumFloatAcc[T float32 | float64] struct {
 func (a *sumFloatAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	vals := gbValues[T](col)
 	gids := m.gids[:len(vals)]
-	sc := a.sc
+	sc := a.sc.chunks
 	bm, off := gbBitmap(col)
 	for i, v := range vals {
 		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
 			continue
 		}
-		p := &sc[gids[i]]
+		g := gids[i]
+		p := &sc[g>>vecBits][g&vecMask]
 		p.sum += float64(v)
 		p.n++
 	}

@@ -102,8 +102,8 @@ type u64Keys struct {
 	width   int
 	slots   []u64Slot
 	shift   uint
-	keys    []uint64 // by group id; 0 for the null group
-	nullGid int      // group of the null key, -1 if none
+	keys    vec[uint64] // by group id; 0 for the null group
+	nullGid int         // group of the null key, -1 if none
 	nullSeq uint32
 	scratch []uint64
 	touched uint64 // sum of the keys loaded ahead, kept so the loads stay
@@ -113,10 +113,10 @@ func u64Slot0(k uint64, shift uint) uint64 {
 	return ((k ^ k>>29) * hashMul) >> shift
 }
 
-func (t *u64Keys) len() int { return len(t.keys) }
+func (t *u64Keys) len() int { return t.keys.len() }
 
 func (t *u64Keys) memoryBytes() int64 {
-	return aggSize(t.slots) + aggSize(t.keys) + aggSize(t.scratch)
+	return aggSize(t.slots) + t.keys.memoryBytes() + aggSize(t.scratch)
 }
 
 func (t *u64Keys) find(cols []arrow.Array, gids []uint32, seq uint32, groups []uint32) []uint32 {
@@ -178,8 +178,8 @@ func (t *u64Keys) scratchN(n int) []uint64 {
 // nullGroup is the group of the null key, and whether seq sees it first.
 func (t *u64Keys) nullGroup(seq uint32) (uint32, bool) {
 	if t.nullGid < 0 {
-		t.nullGid = len(t.keys)
-		t.keys = append(t.keys, 0)
+		t.nullGid = t.keys.len()
+		t.keys.push(0)
 	}
 	fresh := t.nullSeq != seq
 	t.nullSeq = seq
@@ -263,7 +263,7 @@ func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte
 					break
 				}
 				if s.gid == 0 {
-					if len(t.keys) >= limit {
+					if t.keys.len() >= limit {
 						t.resize(2 * len(slots))
 						slots, shift = t.slots, t.shift
 						mask = uint64(len(slots) - 1)
@@ -280,8 +280,8 @@ func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte
 						p = cp[j]
 						continue
 					}
-					g := uint32(len(t.keys))
-					t.keys = append(t.keys, k)
+					g := uint32(t.keys.len())
+					t.keys.push(k)
 					s.key, s.gid, s.seq = k, g+1, seq
 					gids[i] = g
 					out[ng] = g
@@ -319,10 +319,11 @@ func (t *u64Keys) rebuild(n int) {
 	t.slots = make([]u64Slot, n)
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
-	for g, k := range t.keys {
+	for g := range t.keys.len() {
 		if g == t.nullGid {
 			continue
 		}
+		k := *t.keys.at(uint32(g))
 		p := u64Slot0(k, t.shift)
 		for t.slots[p].gid != 0 {
 			p = (p + 1) & mask
@@ -345,19 +346,19 @@ func (t *u64Keys) compact(keep []bool) {
 			t.nullGid = nn
 		}
 	}
-	t.keys = aggCompact(t.keys, keep)
+	t.keys.compact(keep)
 	n := minTableSlots
-	for len(t.keys) >= tableLimit(n) {
+	for t.keys.len() >= tableLimit(n) {
 		n *= 2
 	}
 	t.rebuild(n)
 }
 
 func (t *u64Keys) arrays(mem memory.Allocator, idx []uint32) []arrow.Array {
-	n := aggRows(idx, len(t.keys))
+	n := aggRows(idx, t.keys.len())
 	var has []bool
 	if t.nullGid >= 0 {
-		has = make([]bool, len(t.keys))
+		has = make([]bool, t.keys.len())
 		for g := range has {
 			has[g] = g != t.nullGid
 		}
@@ -367,25 +368,27 @@ func (t *u64Keys) arrays(mem memory.Allocator, idx []uint32) []arrow.Array {
 	case t.dt.ID() == arrow.BOOL:
 		v := make([]uint8, n)
 		for j := range n {
-			v[j] = uint8(t.keys[aggRow(idx, j)])
+			v[j] = uint8(*t.keys.at(uint32(aggRow(idx, j))))
 		}
 		arr = aggBoolArray(mem, v, aggGatherBool(has, idx), nil)
 	case t.width == 1:
-		arr = aggFixedArray(mem, t.dt, u64Narrow[uint8](t.keys, idx, n), aggGatherBool(has, idx), nil)
+		arr = aggFixedArray(mem, t.dt, u64Narrow[uint8](&t.keys, idx, n), aggGatherBool(has, idx), nil)
 	case t.width == 2:
-		arr = aggFixedArray(mem, t.dt, u64Narrow[uint16](t.keys, idx, n), aggGatherBool(has, idx), nil)
+		arr = aggFixedArray(mem, t.dt, u64Narrow[uint16](&t.keys, idx, n), aggGatherBool(has, idx), nil)
 	case t.width == 4:
-		arr = aggFixedArray(mem, t.dt, u64Narrow[uint32](t.keys, idx, n), aggGatherBool(has, idx), nil)
+		arr = aggFixedArray(mem, t.dt, u64Narrow[uint32](&t.keys, idx, n), aggGatherBool(has, idx), nil)
+	case has == nil:
+		arr = vecFixedArray(mem, t.dt, &t.keys, idx)
 	default:
-		arr = aggFixedArray(mem, t.dt, t.keys, has, idx)
+		arr = aggFixedArray(mem, t.dt, t.keys.gather(idx), aggGatherBool(has, idx), nil)
 	}
 	return []arrow.Array{arr}
 }
 
-func u64Narrow[T uint8 | uint16 | uint32](keys []uint64, idx []uint32, n int) []T {
+func u64Narrow[T uint8 | uint16 | uint32](keys *vec[uint64], idx []uint32, n int) []T {
 	out := make([]T, n)
 	for j := range n {
-		out[j] = T(keys[aggRow(idx, j)])
+		out[j] = T(*keys.at(uint32(aggRow(idx, j))))
 	}
 	return out
 }

@@ -137,39 +137,96 @@ func encodeFileTo(dst []byte, k kind, version int64, sections []section, mem mem
 			}
 		}
 	}
+	e := newFileEncoder(dst, len(sections)*(sectionHeaderSize+512)+size+size/8, k, version, len(sections), mem)
+	for _, s := range sections {
+		e.beginSection(s.schema)
+		for _, r := range s.recs {
+			if err := e.write(r); err != nil {
+				return nil, errors.Join(err, e.abort())
+			}
+		}
+		if err := e.endSection(); err != nil {
+			return nil, err
+		}
+	}
+	return e.finish(), nil
+}
+
+// fileEncoder writes a state file into memory section by section, record
+// by record, so a snapshot's records can be released as soon as they are
+// encoded.
+type fileEncoder struct {
+	buf   *bytes.Buffer
+	mem   memory.Allocator
+	w     *ipc.Writer // of the open section
+	sec   int         // sections begun
+	start int         // offset of the open section's header
+	rows  int64
+}
+
+// newFileEncoder writes the header of a file of n sections into dst's
+// memory, grown to hold about sizeHint more bytes.
+func newFileEncoder(dst []byte, sizeHint int, k kind, version int64, n int, mem memory.Allocator) *fileEncoder {
 	buf := bytes.NewBuffer(dst[:0])
-	buf.Grow(headerSize + trailerSize + len(sections)*(sectionHeaderSize+512) + size + size/8)
+	buf.Grow(headerSize + trailerSize + sizeHint)
 	var hdr [headerSize]byte
 	copy(hdr[0:4], fileMagic)
 	binary.LittleEndian.PutUint16(hdr[4:], formatVersion)
 	hdr[6] = byte(k)
 	binary.LittleEndian.PutUint64(hdr[8:], uint64(version))
-	binary.LittleEndian.PutUint32(hdr[16:], uint32(len(sections)))
+	binary.LittleEndian.PutUint32(hdr[16:], uint32(n))
 	buf.Write(hdr[:])
-	for i, s := range sections {
-		start := buf.Len()
-		var sh [sectionHeaderSize]byte
-		buf.Write(sh[:])
-		w := ipc.NewWriter(buf, ipc.WithSchema(s.schema), ipc.WithAllocator(mem))
-		var rows int64
-		for _, r := range s.recs {
-			if err := w.Write(r); err != nil {
-				return nil, errors.Join(fmt.Errorf("encode section %d: %w", i, err), w.Close())
-			}
-			rows += r.NumRows()
-		}
-		if err := w.Close(); err != nil {
-			return nil, fmt.Errorf("encode section %d: %w", i, err)
-		}
-		b := buf.Bytes()
-		binary.LittleEndian.PutUint64(b[start:], uint64(buf.Len()-start-sectionHeaderSize))
-		binary.LittleEndian.PutUint64(b[start+8:], uint64(rows))
+	return &fileEncoder{buf: buf, mem: mem}
+}
+
+// beginSection starts the next section, an Arrow IPC stream of schema.
+func (e *fileEncoder) beginSection(schema *arrow.Schema) {
+	e.start, e.rows = e.buf.Len(), 0
+	var sh [sectionHeaderSize]byte
+	e.buf.Write(sh[:])
+	e.w = ipc.NewWriter(e.buf, ipc.WithSchema(schema), ipc.WithAllocator(e.mem))
+	e.sec++
+}
+
+// write appends r (of the section's schema) to the open section.
+func (e *fileEncoder) write(r arrow.RecordBatch) error {
+	if err := e.w.Write(r); err != nil {
+		return fmt.Errorf("encode section %d: %w", e.sec-1, err)
 	}
+	e.rows += r.NumRows()
+	return nil
+}
+
+// endSection closes the open section and fills in its header.
+func (e *fileEncoder) endSection() error {
+	w := e.w
+	e.w = nil
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("encode section %d: %w", e.sec-1, err)
+	}
+	b := e.buf.Bytes()
+	binary.LittleEndian.PutUint64(b[e.start:], uint64(e.buf.Len()-e.start-sectionHeaderSize))
+	binary.LittleEndian.PutUint64(b[e.start+8:], uint64(e.rows))
+	return nil
+}
+
+// abort releases what an unfinished file holds.
+func (e *fileEncoder) abort() error {
+	if e.w == nil {
+		return nil
+	}
+	w := e.w
+	e.w = nil
+	return w.Close()
+}
+
+// finish appends the trailer and returns the file's bytes.
+func (e *fileEncoder) finish() []byte {
 	var tr [trailerSize]byte
-	binary.LittleEndian.PutUint32(tr[0:], crc32.Checksum(buf.Bytes(), castagnoli))
+	binary.LittleEndian.PutUint32(tr[0:], crc32.Checksum(e.buf.Bytes(), castagnoli))
 	copy(tr[4:], fileMagic)
-	buf.Write(tr[:])
-	return buf.Bytes(), nil
+	e.buf.Write(tr[:])
+	return e.buf.Bytes()
 }
 
 func approxSize(d arrow.ArrayData) int {

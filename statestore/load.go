@@ -390,7 +390,8 @@ type chunker struct {
 	schema    *arrow.Schema
 	mem       memory.Allocator
 	size      int
-	concatRun int // average run length from which slices are concatenated
+	concatRun int                           // average run length from which slices are concatenated
+	emit      func(arrow.RecordBatch) error // when set, takes each chunk (out stays empty)
 	out       []arrow.RecordBatch
 	runs      []run // of the chunk being filled
 	rows      int
@@ -481,7 +482,13 @@ func (c *chunker) flushChunk() {
 			}
 		}
 	}
-	c.out = append(c.out, array.NewRecordBatch(c.schema, cols, int64(c.rows)))
+	rec := array.NewRecordBatch(c.schema, cols, int64(c.rows))
+	if c.emit == nil {
+		c.out = append(c.out, rec)
+		return
+	}
+	c.err = c.emit(rec)
+	rec.Release()
 }
 
 func (c *chunker) finish() ([]arrow.RecordBatch, error) {

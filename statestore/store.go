@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -364,20 +365,52 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 	if !s.snapshotDue(l, committed) {
 		return nil
 	}
-	recs, err := s.loadInto(ctx, committed, l, newChunker(ctx, s.rowSchema, s.mem, s.snapshotRows, s.concatRun), true)
-	if err != nil {
+	// Each 64Ki-row chunk is encoded as soon as it is built: the snapshot
+	// never exists twice in memory, as records and as bytes.
+	enc := newFileEncoder(nil, int(l.snapshotSizeHint(committed)), kindSnapshot, committed, 1, s.mem)
+	enc.beginSection(s.rowSchema)
+	ch := newChunker(ctx, s.rowSchema, s.mem, s.snapshotRows, s.concatRun)
+	ch.emit = enc.write
+	if _, err := s.loadInto(ctx, committed, l, ch, true); err != nil {
+		return fmt.Errorf("statestore: snapshot version %d: %w", committed, errors.Join(err, enc.abort()))
+	}
+	if err := enc.endSection(); err != nil {
 		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
 	}
-	defer releaseAll(recs)
-	data, err := encodeFile(kindSnapshot, committed, []section{{schema: s.rowSchema, recs: recs}}, s.mem)
-	if err != nil {
-		return fmt.Errorf("statestore: snapshot version %d: %w", committed, err)
-	}
+	data := enc.finish()
 	name := fileName(committed, kindSnapshot)
 	if err := s.st.Put(ctx, name, data); err != nil {
 		return fmt.Errorf("statestore: snapshot version %d: write %s: %w", committed, name, err)
 	}
 	return nil
+}
+
+// snapshotSizeHint guesses the bytes of version's snapshot: the newest
+// snapshot before it plus its largest delta since. (Deltas usually change
+// the same keys over and over; when they add new ones, the buffer grows.)
+func (l *listing) snapshotSizeHint(version int64) int64 {
+	base := l.snapshotAtOrBefore(version)
+	var snap, delta int64
+	if base >= 0 {
+		snap = l.sizes[fileName(base, kindSnapshot)]
+	}
+	for v := base + 1; v <= version; v++ {
+		delta = max(delta, l.sizes[fileName(v, kindDelta)])
+	}
+	return snap + delta
+}
+
+// chainBytes returns the bytes of base's snapshot (none for -1) and of the
+// deltas after it up to version: what a load of version reads.
+func (l *listing) chainBytes(base, version int64) int64 {
+	var n int64
+	if base >= 0 {
+		n = l.sizes[fileName(base, kindSnapshot)]
+	}
+	for v := base + 1; v <= version; v++ {
+		n += l.sizes[fileName(v, kindDelta)]
+	}
+	return n
 }
 
 // snapshotDue reports whether Maintain(committed) writes a snapshot. The
@@ -391,13 +424,11 @@ func (s *Store) snapshotDue(l *listing, committed int64) bool {
 	case behind >= int64(s.opts.SnapshotMaxEvery):
 		return true
 	}
-	var snapBytes, deltaBytes int64
+	var snapBytes int64
 	if base >= 0 {
 		snapBytes = l.sizes[fileName(base, kindSnapshot)]
 	}
-	for v := base + 1; v <= committed; v++ {
-		deltaBytes += l.sizes[fileName(v, kindDelta)]
-	}
+	deltaBytes := l.chainBytes(base, committed) - snapBytes
 	return float64(deltaBytes) >= s.opts.SnapshotDeltaRatio*float64(snapBytes)
 }
 

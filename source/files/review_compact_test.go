@@ -281,3 +281,59 @@ func TestReviewForkReplaysBelowCompact(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewAuditNextToLiveQuery opens and reads a checkpoint again and
+// again, read-only as the audit does, while a live source compacts it at
+// every commit: every open must succeed and read the whole history it saw.
+func TestReviewAuditNextToLiveQuery(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := checkpoint(t)
+	opts := []Option{WithMaxFilesPerTrigger(1), WithLogCompactInterval(1)}
+	live := open(t, store, dir, JSON, payments(), opts...)
+	const batches = 60
+	for i := range batches {
+		landing(t, dir, fmt.Sprintf("f%03d.json", i), payment(i), time.Duration(i)*time.Second)
+	}
+	done := make(chan error, 1)
+	go func() {
+		k := int64(-1)
+		for range batches {
+			off, err := live.LatestOffset(ctx, EncodeOffset(k))
+			if err == nil {
+				k, err = DecodeOffset(off)
+			}
+			if err == nil {
+				err = live.Commit(ctx, off)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	opens := 0
+	for finished := false; !finished; opens++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		audit, err := New(dir, JSON, payments(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := audit.OpenCheckpoint(ctx, store); err != nil {
+			t.Fatalf("open %d next to the live query: %v", opens, err)
+		}
+		ids, err := firstColumn(t, audit, -1, audit.mu.latest)
+		if err != nil || len(ids) != int(audit.mu.latest+1) {
+			t.Fatalf("open %d read %d rows through entry %d: %v", opens, len(ids), audit.mu.latest, err)
+		}
+	}
+	t.Logf("%d opens next to %d compactions", opens, batches)
+}

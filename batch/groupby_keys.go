@@ -24,7 +24,11 @@ import (
 // key), and bytesKeys for everything else (one string/binary column: its
 // bytes are the key; several columns: a compact row encoding). Both are
 // open-addressing tables of power-of-two size with linear probing, at most
-// 3/4 full, slots holding the key (or its hash) beside the group id.
+// 7/8 full (tableLimit), slots holding the key beside the group id: u64Keys
+// the 64-bit key, bytesKeys the first 15 bytes and length of a byte key (a
+// longer key: an 8-byte prefix and hash bits, compared then in the arena).
+// The key values by group id live in a vec (u64Keys) or an arena
+// (bytesKeys), for output.
 type keyTable interface {
 	// find writes the group id of each row of cols into gids, adding the
 	// unseen keys as new groups, and appends to groups the distinct groups

@@ -176,3 +176,74 @@ type discard struct{}
 func (discard) Description() string { return "discard" }
 
 func (discard) AddBatch(context.Context, int64, *arrow.Schema, []arrow.RecordBatch) error { return nil }
+
+// failOnce is a sink whose first AddBatch fails, after the source's Read
+// (and its dead-letter transaction) has returned.
+type failOnce struct{ failed bool }
+
+func (*failOnce) Description() string { return "fail-once" }
+
+func (s *failOnce) AddBatch(context.Context, int64, *arrow.Schema, []arrow.RecordBatch) error {
+	if !s.failed {
+		s.failed = true
+		return fmt.Errorf("sink down")
+	}
+	return nil
+}
+
+// TestKafkaDeadLetterRunAgainInProcess: a batch fails in the sink after
+// its dead letters were committed; the same Query (and Source) is run
+// again in the same process, re-runs the batch from the offset log and
+// produces no dead letter twice.
+func TestKafkaDeadLetterRunAgainInProcess(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"payments": 2, "payments-dlq": 1})
+	cl := testenv.KafkaClient(t, c, kgo.DefaultProduceTopic("payments"))
+	var recs []*kgo.Record
+	for i := range 20 {
+		v := fmt.Sprintf(`{"payment_id":"p-%d","amount_cents":%d}`, i, i)
+		if i%4 == 1 {
+			v = "not json"
+		}
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint("p-", i)), Value: []byte(v)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("payments"), kafka.ValueJSON(dlqSchema),
+		kafka.DeadLetterTopic("payments-dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	q, err := engine.NewQuery(engine.ReadStream(src), engine.WithName("dlq-again"), engine.WithOutputMode(engine.Append),
+		engine.WithCheckpoint(cp), engine.WithSink(&failOnce{}), engine.WithTrigger(engine.AvailableNow()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "sink down") {
+		t.Fatalf("first run: err = %v", err)
+	}
+	if err := q.Run(context.Background()); err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if st := src.Stats(); st.DeadLetters != 5 || st.DeadLettersSkipped != 5 {
+		t.Fatalf("stats %+v: want 5 dead letters produced once and skipped once", st)
+	}
+	seen := map[string]int{}
+	for _, r := range testenv.KafkaReadCommitted(t, c, "payments-dlq", 0) {
+		seen[string(r.Key)]++
+	}
+	if len(seen) != 5 {
+		t.Fatalf("dead letters under read_committed: %v, want 5 distinct", seen)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("dead letter %s seen %d times", k, n)
+		}
+	}
+}

@@ -223,3 +223,35 @@ func TestDeadLetterProgressTopicRolls(t *testing.T) {
 		t.Fatalf("progress topic cleanup.policy=%q segment.ms=%q, want compact and 3600000", got["cleanup.policy"], got["segment.ms"])
 	}
 }
+
+// TestDeadLetterStatsConcurrent: Stats may be called while OpenCheckpoint
+// and a Read with its dead-letter transaction run (the race detector
+// checks the locking).
+func TestDeadLetterStatsConcurrent(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	src := newSource(t, f.c, f.mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = src.Stats()
+			}
+		}
+	}()
+	if err := src.OpenCheckpoint(context.Background(), f.store); err != nil {
+		t.Fatal(err)
+	}
+	readBatch(t, src, batch0)
+	readBatch(t, src, batch0)
+	close(stop)
+	<-done
+	if st := src.Stats(); st.DeadLetters != 3 || st.DeadLettersSkipped != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}

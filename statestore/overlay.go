@@ -146,21 +146,26 @@ func (t *keyTable) grow() {
 	}
 }
 
+// sortItem is a key to sort: its first 16 bytes as two big-endian words
+// (zero padded; keys are prefix-free, so padding keeps bytes.Compare's
+// order) and its index in the table.
+type sortItem struct {
+	p0, p1 uint64
+	c      int32
+}
+
+// radixMin is the number of keys from which sorted sorts by radix.
+const radixMin = 256
+
 // sorted returns the changes in ascending key order.
 func (t *keyTable) sorted() []change {
-	// Order by the first 16 bytes as two big-endian words, then the rest:
-	// keys are prefix-free, so zero padding keeps bytes.Compare's order.
-	type item struct {
-		p0, p1 uint64
-		c      int32
-	}
-	items := make([]item, len(t.changes))
+	items := make([]sortItem, len(t.changes))
 	for c := range t.changes {
 		var p [16]byte
 		copy(p[:], t.key(c))
-		items[c] = item{p0: binary.BigEndian.Uint64(p[:8]), p1: binary.BigEndian.Uint64(p[8:]), c: int32(c)}
+		items[c] = sortItem{p0: binary.BigEndian.Uint64(p[:8]), p1: binary.BigEndian.Uint64(p[8:]), c: int32(c)}
 	}
-	slices.SortFunc(items, func(a, b item) int {
+	less := func(a, b sortItem) int {
 		if c := cmp.Compare(a.p0, b.p0); c != 0 {
 			return c
 		}
@@ -168,7 +173,24 @@ func (t *keyTable) sorted() []change {
 			return c
 		}
 		return bytes.Compare(t.key(int(a.c)), t.key(int(b.c)))
-	})
+	}
+	if len(items) < radixMin {
+		slices.SortFunc(items, less)
+	} else {
+		// Radix sort by the first word, then a comparison sort of each
+		// run of equal first words.
+		radixSortP0(items)
+		for i := 0; i < len(items); {
+			j := i + 1
+			for j < len(items) && items[j].p0 == items[i].p0 {
+				j++
+			}
+			if j-i > 1 {
+				slices.SortFunc(items[i:j], less)
+			}
+			i = j
+		}
+	}
 	out := make([]change, len(items))
 	for i, it := range items {
 		src := t.changes[it.c]
@@ -178,4 +200,38 @@ func (t *keyTable) sorted() []change {
 		}
 	}
 	return out
+}
+
+// radixSortP0 sorts items by p0: least significant byte first, one stable
+// counting pass per byte, skipping the bytes all items share.
+func radixSortP0(items []sortItem) {
+	var counts [8][256]int
+	for _, it := range items {
+		for b := 0; b < 8; b++ {
+			counts[b][byte(it.p0>>(8*b))]++
+		}
+	}
+	tmp := make([]sortItem, len(items))
+	src, dst := items, tmp
+	for b := 0; b < 8; b++ {
+		cnt := &counts[b]
+		if cnt[byte(items[0].p0>>(8*b))] == len(items) {
+			continue // every item has this byte
+		}
+		pos := 0
+		for v := range cnt {
+			n := cnt[v]
+			cnt[v] = pos
+			pos += n
+		}
+		for _, it := range src {
+			v := byte(it.p0 >> (8 * b))
+			dst[cnt[v]] = it
+			cnt[v]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &items[0] {
+		copy(items, src)
+	}
 }

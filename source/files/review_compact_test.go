@@ -337,3 +337,32 @@ func TestReviewAuditNextToLiveQuery(t *testing.T) {
 	}
 	t.Logf("%d opens next to %d compactions", opens, batches)
 }
+
+// Review: OpenCheckpoint starts a run, but it kept the AvailableNow
+// snapshot of an earlier run of the same Source: a second run under a
+// continuous trigger never took a file that landed after the first run's
+// PrepareAvailableNow.
+func TestReviewOpenCheckpointForgetsAvailableNowSnapshot(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := checkpoint(t)
+	s := open(t, store, dir, JSON, payments())
+	landing(t, dir, "a.json", payment(1), 0)
+	if err := s.PrepareAvailableNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k := latest(t, s, -1); k != 0 {
+		t.Fatalf("available-now run took entry %d", k)
+	}
+	if err := s.Commit(ctx, EncodeOffset(0)); err != nil {
+		t.Fatal(err)
+	}
+	// A second run of the same Source, continuous: no PrepareAvailableNow.
+	if err := s.OpenCheckpoint(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	landing(t, dir, "b.json", payment(2), time.Second)
+	if k := latest(t, s, 0); k != 1 || loggedNames(s, 1) != "[b.json]" {
+		t.Fatalf("second run took entry %d %s, want 1 [b.json]", k, loggedNames(s, k))
+	}
+}

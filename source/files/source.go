@@ -197,6 +197,7 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	s.mu.compacted, s.mu.newest, s.mu.compactNewest, s.mu.stale = l.compacted, l.newest, l.compactNewest, l.stale
 	s.mu.forgotten = l.forgotten
 	s.mu.markVersion = markVersion
+	s.mu.snapshot = nil // a run that wants one calls PrepareAvailableNow after this
 	return nil
 }
 

@@ -140,8 +140,8 @@
 // entry's file list are kept in memory (rebuilt by OpenCheckpoint, which
 // writes nothing and may run next to a live query, as the audit does: when
 // a compaction of that query deletes what it was reading, it reads again
-// from the newer compact entry); without WithMaxFileAge they grow with the number of
-// files ever taken, as does the compact entry. A Source is safe
+// from the newer compact entry); without WithMaxFileAge they grow with the
+// number of files ever taken, as does the compact entry. A Source is safe
 // for concurrent use; Read emits records of at most WithBatchSize rows
 // (default 65536), spanning files, and releases each after emit returns.
 //

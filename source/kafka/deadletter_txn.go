@@ -440,20 +440,64 @@ func (s *Source) scan(ctx context.Context, meta *leaders, tp topicPartition, end
 // topic in one transaction, with a progress marker per source partition
 // (end: the range's end). Dead letters below a partition's committed marker
 // are skipped: they were committed by an earlier run of the batch.
+//
+// A transaction that fails before its commit is sent (and not by fencing)
+// is tried once more with a fresh producer: InitProducerID, the markers
+// read again, the dead letters chosen again. The brokers forget a
+// transactional id idle for transactional.id.expiration.ms (a week by
+// default), so the first transaction after a quiet week fails that way.
 func (s *Source) produceDeadLetters(ctx context.Context, ranges []deadRange) error {
 	s.dl.Lock()
 	defer s.dl.Unlock()
-	if s.dl.fenced != nil {
-		return s.dl.fenced
-	}
-	if s.dl.cl == nil {
-		if err := s.initDeadLocked(ctx); err != nil {
-			return err
+	for attempt := 0; ; attempt++ {
+		if s.dl.fenced != nil {
+			return s.dl.fenced
 		}
+		if s.dl.cl == nil {
+			if err := s.initDeadLocked(ctx); err != nil {
+				return err
+			}
+		}
+		recs, sent, ends, skipped := s.planDeadLocked(ranges)
+		if len(recs) > 0 {
+			committing, err := s.transactLocked(ctx, recs)
+			if err != nil {
+				err = s.failLocked(ctx, err)
+				if attempt == 0 && !committing && s.dl.fenced == nil && ctx.Err() == nil {
+					s.c.logger.Info("kafka: dead-letter transaction failed before its commit; trying once more with a new producer",
+						"transactionalId", s.dl.id, "error", err.Error())
+					continue
+				}
+				return err
+			}
+			for tp, ce := range ends {
+				s.dl.committed[tp] = ce
+			}
+			fault.Point(FaultDeadLetterAfterCommit)
+		}
+		for _, d := range sent {
+			s.c.logger.Warn("kafka: value sent to dead letter", "topic", d.rec.Topic, "partition", d.rec.Partition,
+				"offset", d.rec.Offset, "error", d.err.Error())
+		}
+		if skipped > 0 {
+			s.c.logger.Info("kafka: dead letters already committed by an earlier run of the batch; skipping",
+				"count", skipped, "transactionalId", s.dl.id)
+		}
+		s.mu.Lock()
+		s.mu.dead += int64(len(sent))
+		s.mu.deadSkipped += skipped
+		s.mu.Unlock()
+		return nil
 	}
-	var recs, markers []*kgo.Record
-	var skipped int64
-	ends := map[topicPartition]committedEnd{}
+}
+
+// planDeadLocked returns the records of the dead-letter transaction (the
+// dead letters at or above each partition's committed marker, then one
+// marker per partition that has any), the dead letters they carry, the
+// markers' ends and the number of dead letters skipped.
+func (s *Source) planDeadLocked(ranges []deadRange) (recs []*kgo.Record, sent []deadLetter, ends map[topicPartition]committedEnd, skipped int64) {
+	var markers []*kgo.Record
+	ends = map[topicPartition]committedEnd{}
 	for _, r := range ranges {
 		first := r.from
 		if ce, ok := s.dl.committed[r.tp]; ok && ce.topicID == r.topicID {
@@ -465,9 +509,8 @@ func (s *Source) produceDeadLetters(ctx context.Context, ranges []deadRange) err
 				skipped++
 				continue
 			}
-			s.c.logger.Warn("kafka: value sent to dead letter", "topic", r.tp.topic, "partition", r.tp.partition,
-				"offset", d.rec.Offset, "error", d.err.Error())
 			recs = append(recs, s.deadRecord(d))
+			sent = append(sent, d)
 			n++
 		}
 		if n == 0 {
@@ -478,43 +521,28 @@ func (s *Source) produceDeadLetters(ctx context.Context, ranges []deadRange) err
 		markers = append(markers, &kgo.Record{Topic: s.c.progressTopic(), Key: markerKey(s.dl.id, r.tp), Value: mv})
 		ends[r.tp] = committedEnd{topicID: r.topicID, end: r.to}
 	}
-	if skipped > 0 {
-		s.c.logger.Info("kafka: dead letters already committed by an earlier run of the batch; skipping",
-			"count", skipped, "transactionalId", s.dl.id)
-	}
-	if len(recs) > 0 {
-		if err := s.transactLocked(ctx, append(recs, markers...)); err != nil {
-			return s.failLocked(ctx, err)
-		}
-		for tp, ce := range ends {
-			s.dl.committed[tp] = ce
-		}
-		fault.Point(FaultDeadLetterAfterCommit)
-	}
-	s.mu.Lock()
-	s.mu.dead += int64(len(recs))
-	s.mu.deadSkipped += skipped
-	s.mu.Unlock()
-	return nil
+	return append(recs, markers...), sent, ends, skipped
 }
 
 // transactLocked produces recs in one transaction and commits it.
-func (s *Source) transactLocked(ctx context.Context, recs []*kgo.Record) error {
+// committing reports whether the commit was sent (its outcome may then be
+// unknown).
+func (s *Source) transactLocked(ctx context.Context, recs []*kgo.Record) (committing bool, err error) {
 	cl := s.dl.cl
 	if err := cl.BeginTransaction(); err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
+		return false, fmt.Errorf("begin transaction: %w", err)
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("produce: %w", err)
+		return false, fmt.Errorf("produce: %w", err)
 	}
 	fault.Point(FaultDeadLetterAfterProduce)
 	if s.dl.beforeCommit != nil {
 		s.dl.beforeCommit()
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return true, fmt.Errorf("commit: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // failLocked aborts what can be aborted and drops the producer, so the

@@ -74,6 +74,10 @@
 //     produces the dead letters once;
 //   - crash after the commit, before the engine's commits/N: the re-run
 //     finds the marker and produces nothing (Stats.DeadLettersSkipped);
+//   - a transaction that fails before its commit is sent is tried once
+//     more in the same Read with a new producer (the brokers forget a
+//     transactional id idle for transactional.id.expiration.ms, a week by
+//     default, so the first bad value after a quiet week meets that);
 //   - a failed or unknown commit fails the Read; the next Read starts a new
 //     producer, which completes the old transaction, and reads the markers
 //     again before deciding;

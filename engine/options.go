@@ -106,8 +106,8 @@ const (
 	// DefaultMinBatchesToRetain is how many batches of logs and state
 	// versions are kept.
 	DefaultMinBatchesToRetain = 100
-	// DefaultSnapshotEvery is how many state versions pass between full
-	// snapshots.
+	// DefaultSnapshotEvery is the fewest state versions between full
+	// snapshots (statestore.Options.SnapshotEvery).
 	DefaultSnapshotEvery = 10
 )
 
@@ -151,8 +151,11 @@ func WithStatePartitions(p int) Option { return func(c *config) { c.partitions =
 // versions are kept for recovery and inspection. Default 100.
 func WithMinBatchesToRetain(n int) Option { return func(c *config) { c.minBatchesToRetain = n } }
 
-// WithSnapshotEvery sets how many state versions pass between full state
-// snapshots (written in the background). Default 10.
+// WithSnapshotEvery sets the fewest state versions between full state
+// snapshots (written in the background). Default 10. Past that, a
+// partition writes a snapshot once the deltas since its last one weigh half
+// of it, or 100 versions have passed (statestore.Options), so a large state
+// that changes little is not rewritten every K batches.
 func WithSnapshotEvery(k int) Option { return func(c *config) { c.snapshotEvery = k } }
 
 // WithProgressListener adds a function called with each batch's progress,

@@ -26,7 +26,8 @@ import (
 // open-addressing tables of power-of-two size with linear probing, at most
 // 7/8 full (tableLimit), slots holding the key beside the group id: u64Keys
 // the 64-bit key, bytesKeys the first 15 bytes and length of a byte key (a
-// longer key: an 8-byte prefix and hash bits, compared then in the arena).
+// longer key: its hash, length and arena offset, compared then in the
+// arena).
 // The key values by group id live in a vec (u64Keys) or an arena
 // (bytesKeys), for output.
 type keyTable interface {
@@ -415,23 +416,31 @@ type bytesSlot struct {
 	gid  uint32
 }
 
-// strSlot is a slot of bytesKeys: its key's packed words (strWords), its
-// group id + 1 (0: empty slot) and the seq of the last find that saw it.
-// A key of at most 15 bytes is held whole in the words, length included, so
-// its lookup compares two words and touches one cache line; a longer key
-// is compared by its words (first 15 bytes and a marker) and then in the
-// arena.
+// strSlot is a slot of bytesKeys: two words describing its key (strKey),
+// its group id + 1 (0: empty slot) and the seq of the last find that saw
+// it. A key of at most 15 bytes is held whole in the words, length
+// included, so its lookup compares two words and touches one cache line.
+// For a longer key the words are its 64-bit hash and, in w1, a marker, its
+// length and its place in the arena, so its lookup compares hash and length
+// and then reads the arena once, not the offsets first.
 type strSlot struct {
 	w0, w1 uint64
 	gid    uint32
 	seq    uint32
 }
 
-// strInline is the longest key a strSlot holds whole; strLong marks the
-// words of a longer one (top byte of w1).
+// strInline is the longest key a strSlot holds whole. A longer key's w1 is
+// strLong in the top byte, then its length (strLenBits bits, strLenMax if
+// that large or larger), then its arena offset (strOffBits bits, strOffMax
+// if that far or farther); at either maximum the arena is found through
+// the offsets instead.
 const (
-	strInline = 15
-	strLong   = 0xff
+	strInline  = 15
+	strLong    = 0xff
+	strOffBits = 36
+	strLenBits = 56 - strOffBits
+	strOffMax  = 1<<strOffBits - 1
+	strLenMax  = 1<<strLenBits - 1
 )
 
 // strWords packs the key data[o:e] into two words: bytes 0-7 little-endian
@@ -463,20 +472,55 @@ func strPack(w0, w1 uint64, n int) (uint64, uint64) {
 	return w0, w1 | uint64(n)<<56
 }
 
-// strKey returns the slot words (strWords) and the table hash of the key
-// data[o:e]. A key of at most 15 bytes hashes from its words (fmix64 is a
-// bijection, so keys of up to 8 bytes and one length never collide); a
-// longer one by xxhash64 of all its bytes, and its w1 then holds the low 56
-// bits of that hash instead of bytes 8-14, so that its words compare like a
-// 64-bit hash with an 8-byte prefix before the arena is read. The hash
-// stays in memory: it is not HashRows's.
+// strKey returns the words a slot holds for the key data[o:e] (its arena
+// offset left 0) and the table hash. A key of at most 15 bytes hashes
+// from its words (fmix64 is a bijection, so keys of up to 8 bytes and one
+// length never collide); a longer one by xxhash64 of its bytes, which is
+// then its w0. The hash stays in memory: it is not HashRows's.
 func strKey(data []byte, o, e int) (w0, w1, h uint64) {
 	w0, w1 = strWords(data, o, e)
 	if w1>>56 != strLong {
 		return w0, w1, hashFmix64(w0 ^ bits.RotateLeft64(w1*hashMul, 31))
 	}
 	h = xxhash.Sum64(data[o:e])
-	return w0, h&(1<<56-1) | strLong<<56, h
+	return h, strLongWord(e - o), h
+}
+
+// strLongWord is w1 of a key of n > 15 bytes, arena offset 0.
+func strLongWord(n int) uint64 {
+	return strLong<<56 | uint64(min(n, strLenMax))<<strOffBits
+}
+
+// strCompareMask is the part of w1 a lookup compares: all of it for a
+// short key, all but the arena offset for a long one (top bit set).
+func strCompareMask(w1 uint64) uint64 {
+	return ^(strOffMax * (w1 >> 63))
+}
+
+// strSlotHash is the hash of the key of a filled slot.
+func strSlotHash(s *strSlot) uint64 {
+	if s.w1>>56 != strLong {
+		return hashFmix64(s.w0 ^ bits.RotateLeft64(s.w1*hashMul, 31))
+	}
+	return s.w0
+}
+
+// longKey is the arena bytes of the long key of slot s, group g.
+func (t *bytesKeys) longKey(s *strSlot, g uint32) []byte {
+	off, n := s.w1&strOffMax, (s.w1>>strOffBits)&strLenMax
+	if off == strOffMax || n == strLenMax {
+		return t.arena[t.offs[g]:t.offs[g+1]]
+	}
+	return t.arena[off : off+n]
+}
+
+// fill sets slot s to a new key of words w0, w1 whose bytes start at arena
+// offset off.
+func (s *strSlot) fill(w0, w1 uint64, off int, gid, seq uint32) {
+	if w1>>56 == strLong {
+		w1 |= uint64(min(off, strOffMax))
+	}
+	*s = strSlot{w0: w0, w1: w1, gid: gid, seq: seq}
 }
 
 // bytesKeys is the table of one variable-width key column (the key is the
@@ -574,7 +618,7 @@ func strLoadBlock[O int32 | int64](data []byte, offs []O, start, end int, blk *[
 		} else {
 			// as strKey
 			h = xxhash.Sum64(data[o:e])
-			w1 = h&(1<<56-1) | strLong<<56
+			w0, w1 = h, strLongWord(e-o)
 		}
 		blk[j] = strRow{w0, w1, h, o, e}
 		touch += slots[h>>shift].w0
@@ -616,12 +660,13 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 				continue
 			}
 			r := &blk[j]
+			cmp := strCompareMask(r.w1)
 			p := r.h >> shift
 			for {
 				s := &slots[p]
-				if s.w0 == r.w0 && s.w1 == r.w1 && s.gid != 0 {
+				if s.w0 == r.w0 && s.w1&cmp == r.w1 && s.gid != 0 {
 					g := s.gid - 1
-					if r.w1>>56 != strLong || bytes.Equal(t.arena[t.offs[g]:t.offs[g+1]], data[r.o:r.e]) {
+					if r.w1>>56 != strLong || bytes.Equal(t.longKey(s, g), data[r.o:r.e]) {
 						gids[i] = g
 						fresh := uint64(s.seq ^ seq)
 						s.seq = seq
@@ -640,9 +685,9 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 						continue
 					}
 					g := uint32(t.len())
+					s.fill(r.w0, r.w1, len(t.arena), g+1, seq)
 					t.arena = append(t.arena, data[r.o:r.e]...)
 					t.offs = append(t.offs, int64(len(t.arena)))
-					*s = strSlot{w0: r.w0, w1: r.w1, gid: g + 1, seq: seq}
 					gids[i] = g
 					out[ng] = g
 					ng++
@@ -656,13 +701,6 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 	return out[:ng]
 }
 
-// slotHash is the hash of the key in slot s.
-func (t *bytesKeys) slotHash(s *strSlot) uint64 {
-	g := s.gid - 1
-	_, _, h := strKey(t.arena, int(t.offs[g]), int(t.offs[g+1]))
-	return h
-}
-
 // resize moves the slots to a table of the given power-of-two size.
 func (t *bytesKeys) resize(n int) {
 	old := t.slots
@@ -674,7 +712,7 @@ func (t *bytesKeys) resize(n int) {
 		if s.gid == 0 {
 			continue
 		}
-		p := t.slotHash(s) >> t.shift
+		p := strSlotHash(s) >> t.shift
 		for t.slots[p].gid != 0 {
 			p = (p + 1) & mask
 		}
@@ -697,7 +735,7 @@ func (t *bytesKeys) rebuild(n int) {
 		for t.slots[p].gid != 0 {
 			p = (p + 1) & mask
 		}
-		t.slots[p] = strSlot{w0: w0, w1: w1, gid: uint32(g) + 1}
+		t.slots[p].fill(w0, w1, o, uint32(g)+1, 0)
 	}
 }
 

@@ -269,3 +269,28 @@ func TestDeadLetterIdleTransactionalIDExpired(t *testing.T) {
 	readBatch(t, src, batch0)
 	wantKeys(t, deadKeys(t, f.c, true), dead0...)
 }
+
+// TestDeadLetterPatternExcludesItsOwnTopics: a TopicPattern that matches
+// the dead-letter topic and its progress topic ("pay.*" with "pay-dlq")
+// must not read them: the source would read back its dead letters (and
+// send them to the dead-letter topic again, batch after batch) and its
+// markers as rows. Naming one in Topics is refused.
+func TestDeadLetterPatternExcludesItsOwnTopics(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	src := newSource(t, f.c, f.mem, kafka.TopicPattern("^pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"))
+	if err := src.OpenCheckpoint(ctx, f.store); err != nil {
+		t.Fatal(err)
+	}
+	start := must(t)(src.InitialOffset(ctx))
+	end := must(t)(src.LatestOffset(ctx, start))
+	readBatch(t, src, [2]json.RawMessage{start, end}) // dead letters and markers now exist
+	next := must(t)(src.LatestOffset(ctx, end))
+	if string(start) != `{"pay":{"0":0,"1":0}}` || string(next) != `{"pay":{"0":4,"1":2}}` {
+		t.Fatalf("planned %s then %s: only topic pay may be read", start, next)
+	}
+	if _, err := kafka.New(kafka.Brokers("x:1"), kafka.Topics("pay", "pay-dlq"), kafka.DeadLetterTopic("pay-dlq")); !errors.Is(err, kafka.ErrConfig) {
+		t.Fatalf("Topics naming the dead-letter topic: err = %v", err)
+	}
+}

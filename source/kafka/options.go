@@ -205,7 +205,8 @@ func ValueJSON(schema *arrow.Schema) Option {
 // once across crashes and re-runs (see the package documentation). The
 // transaction needs a stable transactional id: run the source under the
 // engine (OpenCheckpoint keeps one in the checkpoint) or set
-// DeadLetterTransactionalID.
+// DeadLetterTransactionalID. A TopicPattern never reads the dead-letter
+// topic or its progress topic, and Topics must not name them.
 func DeadLetterTopic(topic string) Option {
 	return func(c *config) { c.deadTopic = topic }
 }
@@ -300,6 +301,11 @@ func (c *config) validate() error {
 	}
 	if c.deadTopic != "" && c.deadTopic == c.progressTopic() {
 		problems = append(problems, "the dead-letter progress topic must differ from the dead-letter topic")
+	}
+	for _, t := range c.topics {
+		if c.deadTopic != "" && (t == c.deadTopic || t == c.progressTopic()) {
+			problems = append(problems, fmt.Sprintf("topic %q is the source's own dead-letter or progress topic", t))
+		}
 	}
 	if c.deadTimeout <= 0 {
 		problems = append(problems, fmt.Sprintf("DeadLetterTransactionTimeout %s must be positive", c.deadTimeout))

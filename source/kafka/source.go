@@ -143,9 +143,15 @@ func (s *Source) Description() string {
 	return "kafka[" + strings.Join(ts, ",") + "]"
 }
 
-// subscribed reports whether topic is one the source reads.
+// subscribed reports whether topic is one the source reads. A pattern
+// never takes the source's own dead-letter and progress topics: it would
+// read back its dead letters (sending them again, batch after batch) and
+// its markers.
 func (s *Source) subscribed(topic string) bool {
 	if s.c.pattern != nil {
+		if s.c.deadTopic != "" && (topic == s.c.deadTopic || topic == s.c.progressTopic()) {
+			return false
+		}
 		return s.c.pattern.MatchString(topic)
 	}
 	for _, t := range s.c.topics {
@@ -165,7 +171,7 @@ func (s *Source) resolveTopics(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("list topics: %w", err)
 		}
 		for _, t := range tds.Names() {
-			if s.c.pattern.MatchString(t) {
+			if s.subscribed(t) {
 				names = append(names, t)
 			}
 		}

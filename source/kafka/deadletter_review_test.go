@@ -294,3 +294,26 @@ func TestDeadLetterPatternExcludesItsOwnTopics(t *testing.T) {
 		t.Fatalf("Topics naming the dead-letter topic: err = %v", err)
 	}
 }
+
+// TestDeadLetterReopenRechecksTopics: OpenCheckpoint (a restart of the
+// query, possibly on the same Source) checks the topics again, so a
+// progress topic an operator deleted is created again instead of failing
+// every restart until the process is replaced.
+func TestDeadLetterReopenRechecksTopics(t *testing.T) {
+	f := newDLQFixture(t)
+	defer f.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	src := f.open(t)
+	adm := kadm.NewClient(testenv.KafkaClient(t, f.c))
+	if resp, err := adm.DeleteTopic(ctx, "pay-dlq-progress"); err != nil || resp.Err != nil {
+		t.Fatal(err, resp.Err)
+	}
+	time.Sleep(100 * time.Millisecond) // the restart comes later than the source's metadata cache age
+	octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := src.OpenCheckpoint(octx, f.store); err != nil {
+		t.Fatalf("reopen after the progress topic was deleted: %v", err)
+	}
+	readBatch(t, src, batch0)
+	wantKeys(t, deadKeys(t, f.c, true), dead0...)
+}

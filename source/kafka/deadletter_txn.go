@@ -97,7 +97,8 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	s.dl.Lock()
 	defer s.dl.Unlock()
 	s.dl.id = id
-	s.dl.fenced = nil // a (re)start of the query takes over the id
+	s.dl.fenced = nil    // a (re)start of the query takes over the id
+	s.dl.checked = false // and checks the topics again: one may have been deleted
 	if err := s.initDeadLocked(ctx); err != nil {
 		return fmt.Errorf("kafka: open checkpoint: %w", err)
 	}

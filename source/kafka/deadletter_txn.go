@@ -270,9 +270,8 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 // readMarkers returns the newest committed marker of txnID per source
 // partition. It reads partition 0 of the progress topic (the only one
 // markers go to) up to the end seen first, read_uncommitted with the
-// transaction control records, and
-// keeps a marker of txnID only when its transaction's commit record
-// follows it. It never waits for the last stable offset: the caller's
+// transaction control records, and keeps a marker of txnID only when its
+// transaction's commit record follows it. It never waits for the last stable offset: the caller's
 // InitProducerID has completed every transaction of txnID, so their
 // control records lie below that end, and an open transaction of another
 // query sharing the topic (a process that died inside it holds the last

@@ -79,20 +79,43 @@ type countAcc struct {
 func (a *countAcc) grow(n int) { a.counts.grow(n) }
 
 func (a *countAcc) merge(m *aggMergeCtx, col arrow.Array) error {
+	var bm []byte
+	off := 0
+	if !a.rows {
+		bm, off = gbBitmap(col)
+	}
+	if !a.counts.chunked {
+		countFlat(a.counts.flat, m.gids, bm, off)
+		return nil
+	}
 	counts := a.counts.chunks
-	if a.rows || col.NullN() == 0 {
+	if bm == nil {
 		for _, g := range m.gids {
 			counts[g>>vecBits][g&vecMask]++
 		}
 		return nil
 	}
-	bm, off := gbBitmap(col)
 	for i, g := range m.gids {
 		if bitutil.BitIsSet(bm, off+i) {
 			counts[g>>vecBits][g&vecMask]++
 		}
 	}
 	return nil
+}
+
+// countFlat is countAcc.merge over a flat vec.
+func countFlat(counts []int64, gids []uint32, bm []byte, off int) {
+	if bm == nil {
+		for _, g := range gids {
+			counts[g]++
+		}
+		return
+	}
+	for i, g := range gids {
+		if bitutil.BitIsSet(bm, off+i) {
+			counts[g]++
+		}
+	}
 }
 
 func (a *countAcc) stateFields(name string) []arrow.Field {
@@ -237,7 +260,6 @@ type sumIntAcc[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64
 func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	vals := gbValues[T](col)
 	gids := m.gids[:len(vals)]
-	sc := a.sc.chunks
 	bm, off := gbBitmap(col)
 	if a.unsigned {
 		for i, v := range vals {
@@ -246,6 +268,14 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 			}
 		}
 	}
+	if !a.sc.chunked {
+		if i := sumIntFlat(a.sc.flat, vals, gids, bm, off); i >= 0 {
+			p := a.sc.flat[gids[i]]
+			return a.overflow(m, gids[i], p.sum, int64(vals[i]))
+		}
+		return nil
+	}
+	sc := a.sc.chunks
 	if bm == nil {
 		for i, v := range vals {
 			g := gids[i]
@@ -253,7 +283,7 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 			s, x := p.sum, int64(v)
 			r := s + x
 			if (s^r)&(x^r) < 0 {
-				return a.overflow(m, gids[i], s, x)
+				return a.overflow(m, g, s, x)
 			}
 			p.sum = r
 			p.n++
@@ -269,12 +299,44 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 		s, x := p.sum, int64(v)
 		r := s + x
 		if (s^r)&(x^r) < 0 {
-			return a.overflow(m, gids[i], s, x)
+			return a.overflow(m, g, s, x)
 		}
 		p.sum = r
 		p.n++
 	}
 	return nil
+}
+
+// sumIntFlat is sumIntAcc.merge over a flat vec: it returns the row whose
+// value overflows its group's sum (that group left as it was), or -1.
+func sumIntFlat[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](sc []aggSumCount[int64], vals []T, gids []uint32, bm []byte, off int) int {
+	if bm == nil {
+		for i, v := range vals {
+			p := &sc[gids[i]]
+			s, x := p.sum, int64(v)
+			r := s + x
+			if (s^r)&(x^r) < 0 {
+				return i
+			}
+			p.sum = r
+			p.n++
+		}
+		return -1
+	}
+	for i, v := range vals {
+		if !bitutil.BitIsSet(bm, off+i) {
+			continue
+		}
+		p := &sc[gids[i]]
+		s, x := p.sum, int64(v)
+		r := s + x
+		if (s^r)&(x^r) < 0 {
+			return i
+		}
+		p.sum = r
+		p.n++
+	}
+	return -1
 }
 
 func (a *sumIntAcc[T]) overflow(m *aggMergeCtx, g uint32, s, x int64) error {
@@ -289,8 +351,20 @@ type sumFloatAcc[T float32 | float64] struct {
 func (a *sumFloatAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	vals := gbValues[T](col)
 	gids := m.gids[:len(vals)]
-	sc := a.sc.chunks
 	bm, off := gbBitmap(col)
+	if !a.sc.chunked {
+		sc := a.sc.flat
+		for i, v := range vals {
+			if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+				continue
+			}
+			p := &sc[gids[i]]
+			p.sum += float64(v)
+			p.n++
+		}
+		return nil
+	}
+	sc := a.sc.chunks
 	for i, v := range vals {
 		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
 			continue

@@ -33,16 +33,19 @@ func gbRandKey(k int) string {
 // each step compares the complete and the update output with a Go map.
 func TestGroupByRandomAgainstMap(t *testing.T) {
 	kinds := []struct {
-		name  string
-		types []arrow.DataType
+		name    string
+		types   []arrow.DataType
+		chunked bool
 	}{
-		{"int64", []arrow.DataType{arrow.PrimitiveTypes.Int64}},
-		{"int32", []arrow.DataType{arrow.PrimitiveTypes.Int32}},
-		{"string", []arrow.DataType{arrow.BinaryTypes.String}},
-		{"binary", []arrow.DataType{arrow.BinaryTypes.Binary}},
-		{"large_string", []arrow.DataType{arrow.BinaryTypes.LargeString}},
-		{"string+int64", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}},
-		{"int16+bool+string", []arrow.DataType{arrow.PrimitiveTypes.Int16, arrow.FixedWidthTypes.Boolean, arrow.BinaryTypes.String}},
+		{"int64", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false},
+		{"int64/chunked", []arrow.DataType{arrow.PrimitiveTypes.Int64}, true},
+		{"string/chunked", []arrow.DataType{arrow.BinaryTypes.String}, true},
+		{"int32", []arrow.DataType{arrow.PrimitiveTypes.Int32}, false},
+		{"string", []arrow.DataType{arrow.BinaryTypes.String}, false},
+		{"binary", []arrow.DataType{arrow.BinaryTypes.Binary}, false},
+		{"large_string", []arrow.DataType{arrow.BinaryTypes.LargeString}, false},
+		{"string+int64", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}, false},
+		{"int16+bool+string", []arrow.DataType{arrow.PrimitiveTypes.Int16, arrow.FixedWidthTypes.Boolean, arrow.BinaryTypes.String}, false},
 	}
 	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
@@ -116,6 +119,9 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 					var err error
 					if g, err = NewGroupBy(mem, sch, keyNames, []Agg{Sum("v"), Count("*")}); err != nil {
 						t.Fatal(err)
+					}
+					if kind.chunked {
+						gbSetFlatMax(g, 700) // chunked from 700 groups on
 					}
 				}
 				if err := g.Merge(rec); err != nil {

@@ -7,47 +7,80 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// vecBits sets the chunk of a vec: 1<<16 elements (1 MiB of 16-byte sums).
+// A vec is flat up to vecFlatMax elements, then chunks of vecChunk.
 const (
-	vecBits  = 16
-	vecChunk = 1 << vecBits
-	vecMask  = vecChunk - 1
+	vecBits    = 16
+	vecChunk   = 1 << vecBits
+	vecMask    = vecChunk - 1
+	vecFlatMax = 16 * vecChunk // 1M elements: 16 MiB of 16-byte sums
 )
 
-// vec is a growable array of T indexed by group id, stored in chunks of
-// vecChunk elements (the first one grows by doubling up to that size, so
-// small states stay small). Growing allocates only the new chunks: it never
-// copies the array and never leaves a large old copy to the collector,
-// which is what makes a doubling slice peak near three times its size
-// (old and new together, then the old one until a GC). Elements past len
-// are zero.
+// vec is a growable array of T indexed by group id. Up to vecFlatMax
+// elements (or flatMax, when set) it is one slice that doubles, so the
+// merge loops of states that size index a flat slice. Past that it turns
+// into chunks of vecChunk elements (the flat array becomes the first
+// chunks, without a copy) and grows by adding chunks: it never copies the
+// array again and never leaves a large old copy to the collector, which
+// is what made a doubling slice peak near 1.5 times its size (old and new
+// together, then the old one until a GC, whose goal is twice the live
+// heap). Elements past len are zero.
 type vec[T any] struct {
-	chunks [][]T
-	n      int
+	flat    []T   // the elements while not chunked
+	chunks  [][]T // the elements once chunked
+	chunked bool
+	n       int
+	flatMax int // 0: vecFlatMax (tests set a smaller one)
 }
 
 func (v *vec[T]) len() int { return v.n }
 
 // at is element i (i < len).
-func (v *vec[T]) at(i uint32) *T { return &v.chunks[i>>vecBits][i&vecMask] }
+func (v *vec[T]) at(i uint32) *T {
+	if !v.chunked {
+		return &v.flat[i]
+	}
+	return &v.chunks[i>>vecBits][i&vecMask]
+}
 
 // grow extends v with zero elements to length n.
 func (v *vec[T]) grow(n int) {
 	if n <= v.n {
 		return
 	}
-	if len(v.chunks) == 0 {
-		v.chunks = append(v.chunks, nil)
+	limit := v.flatMax
+	if limit == 0 {
+		limit = vecFlatMax
 	}
-	if c0 := v.chunks[0]; len(c0) < min(n, vecChunk) {
-		c := make([]T, min(max(n, 2*len(c0), 64), vecChunk))
-		copy(c, c0)
-		v.chunks[0] = c
+	if !v.chunked && n <= limit {
+		v.flat = aggGrow(v.flat, n)
+		v.n = n
+		return
+	}
+	if !v.chunked {
+		v.toChunks()
 	}
 	for len(v.chunks)*vecChunk < n {
 		v.chunks = append(v.chunks, make([]T, vecChunk))
 	}
 	v.n = n
+}
+
+// toChunks turns the flat array into chunks: its whole chunks are slices
+// of it; a partial last one is copied into a chunk of its own.
+func (v *vec[T]) toChunks() {
+	full := v.flat[:cap(v.flat)]
+	clear(full[v.n:])
+	whole := len(full) / vecChunk * vecChunk
+	for i := 0; i < whole; i += vecChunk {
+		v.chunks = append(v.chunks, full[i:i+vecChunk:i+vecChunk])
+	}
+	if whole < v.n {
+		c := make([]T, vecChunk)
+		copy(c, full[whole:v.n])
+		v.chunks = append(v.chunks, c)
+	}
+	v.flat = nil
+	v.chunked = true
 }
 
 // push appends x.
@@ -56,25 +89,38 @@ func (v *vec[T]) push(x T) {
 	*v.at(uint32(v.n - 1)) = x
 }
 
-// gather returns the elements idx (nil: all) as one slice.
+// gather returns the elements idx (nil: all) as one new slice.
 func (v *vec[T]) gather(idx []uint32) []T {
 	n := aggRows(idx, v.n)
 	out := make([]T, n)
-	if idx != nil {
-		for j, g := range idx {
-			out[j] = *v.at(g)
-		}
-		return out
-	}
-	for c, w := 0, 0; w < n; c++ {
-		w += copy(out[w:], v.chunks[c])
-	}
+	v.copyTo(out, idx)
 	return out
 }
 
+// copyTo writes the elements idx (nil: all) to out.
+func (v *vec[T]) copyTo(out []T, idx []uint32) {
+	switch {
+	case idx != nil:
+		for j, g := range idx {
+			out[j] = *v.at(g)
+		}
+	case !v.chunked:
+		copy(out, v.flat[:v.n])
+	default:
+		for c, w := 0, 0; w < v.n; c++ {
+			w += copy(out[w:v.n], v.chunks[c])
+		}
+	}
+}
+
 // compact drops the elements i where keep[i] is false, in place, keeping
-// order, and frees the chunks no longer used.
+// order, and frees the chunks no longer used (a chunked vec stays chunked).
 func (v *vec[T]) compact(keep []bool) {
+	if !v.chunked {
+		v.flat = aggCompact(v.flat, keep)
+		v.n = len(v.flat)
+		return
+	}
 	w := uint32(0)
 	for i := range uint32(v.n) {
 		if keep[i] {
@@ -94,12 +140,15 @@ func (v *vec[T]) compact(keep []bool) {
 	}
 }
 
-// memoryBytes is the size of the chunks.
+// memoryBytes is the size of the arrays held.
 func (v *vec[T]) memoryBytes() int64 {
+	if !v.chunked {
+		return aggSize(v.flat)
+	}
 	var zero T
 	n := int64(0)
 	for _, c := range v.chunks {
-		n += int64(len(c))
+		n += int64(cap(c))
 	}
 	return n*int64(unsafe.Sizeof(zero)) + aggSize(v.chunks)
 }
@@ -112,15 +161,6 @@ func vecFixedArray[T any](mem memory.Allocator, dt arrow.DataType, v *vec[T], id
 	var zero T
 	vb := memory.NewResizableBuffer(mem)
 	vb.Resize(n * int(unsafe.Sizeof(zero)))
-	out := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(vb.Bytes()))), n)
-	if idx != nil {
-		for j, g := range idx {
-			out[j] = *v.at(g)
-		}
-	} else {
-		for c, w := 0, 0; w < n; c++ {
-			w += copy(out[w:], v.chunks[c])
-		}
-	}
+	v.copyTo(unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(vb.Bytes()))), n), idx)
 	return aggFinish(dt, n, []*memory.Buffer{nil, vb}, 0)
 }

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -12,11 +13,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// TestVec checks vec against a plain slice across chunk edges: growth in
-// small and large steps, push, at, gather, compact and the Arrow builder.
+// TestVec checks vec against a plain slice, flat and chunked and across
+// the change and chunk edges: growth in small and large steps, push, at,
+// gather, compact and the Arrow builder.
 func TestVec(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 5))
-	var v vec[int64]
+	for _, flatMax := range []int{0, 1000, vecChunk, 3 * vecChunk} {
+		t.Run(fmt.Sprint(flatMax), func(t *testing.T) { testVec(t, flatMax) })
+	}
+}
+
+func testVec(t *testing.T, flatMax int) {
+	rng := rand.New(rand.NewPCG(5, uint64(flatMax)))
+	v := vec[int64]{flatMax: flatMax}
 	var ref []int64
 	check := func(what string) {
 		t.Helper()
@@ -41,12 +49,12 @@ func TestVec(t *testing.T) {
 		// Elements past len are zero: growing exposes zeros.
 		n := len(ref)
 		v.grow(n + 3)
+		ref = append(ref, 0, 0, 0)
 		for i := n; i < n+3; i++ {
 			if *v.at(uint32(i)) != 0 {
 				t.Fatalf("%s: element %d past the old length is %d", what, i, *v.at(uint32(i)))
 			}
 		}
-		v.n = n
 	}
 	for _, step := range []int{1, 7, 63, 64, 65, 1000, vecChunk - 1, 1, vecChunk, 2*vecChunk + 5} {
 		for range step {
@@ -86,7 +94,7 @@ func TestVec(t *testing.T) {
 		v.compact(keep)
 		ref = aggCompact(ref, keep)
 		check("compact")
-		if want := max(1, (len(ref)+vecMask)/vecChunk); len(v.chunks) != want {
+		if want := max(1, (len(ref)+vecMask)/vecChunk); v.chunked && len(v.chunks) != want {
 			t.Fatalf("compact to %d elements keeps %d chunks, want %d", len(ref), len(v.chunks), want)
 		}
 	}
@@ -95,6 +103,9 @@ func TestVec(t *testing.T) {
 		ref = append(ref, 9)
 	}
 	check("push after compact")
+	if want := flatMax > 0 && len(ref) > flatMax; v.chunked != want {
+		t.Fatalf("chunked %v with %d elements, flatMax %d", v.chunked, len(ref), flatMax)
+	}
 }
 
 // TestGroupByMoreGroupsThanAChunk crosses several vec chunks with int64 and
@@ -135,6 +146,7 @@ func TestGroupByMoreGroupsThanAChunk(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer g.Release()
+			gbSetFlatMax(g, vecChunk/2)
 			gbCheck(t, g, batches[:1], keys, aggs)
 			if g.Len() != groups {
 				t.Fatalf("%d groups, want %d", g.Len(), groups)
@@ -174,5 +186,21 @@ func TestGroupByMoreGroupsThanAChunk(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// gbSetFlatMax makes the vecs of g's int64 keys, counts and int64 sums turn
+// chunked past n elements, so that tests cross chunk edges with few groups.
+func gbSetFlatMax(g *GroupBy, n int) {
+	if k, ok := g.keys.(*u64Keys); ok {
+		k.keys.flatMax = n
+	}
+	for _, acc := range g.accs {
+		switch a := acc.(type) {
+		case *countAcc:
+			a.counts.flatMax = n
+		case *sumIntAcc[int64]:
+			a.sc.flatMax = n
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -72,6 +73,13 @@ func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet t
 	if quiet <= 0 {
 		quiet = 300 * time.Millisecond
 	}
+	// On a busy machine the first fetch alone can outlast quiet: when the
+	// topic holds anything below its last stable offset, the first record
+	// gets firstWait instead, so a slow start is not read as an empty topic.
+	wait := quiet
+	if hasStableData(t, c, topic) {
+		wait = max(quiet, firstWait)
+	}
 	cl := KafkaClient(t, c,
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -79,7 +87,7 @@ func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet t
 	)
 	var out []*kgo.Record
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), quiet)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		fs := cl.PollFetches(ctx)
 		cancel()
 		for _, fe := range fs.Errors() {
@@ -92,6 +100,7 @@ func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet t
 		if n == 0 {
 			break
 		}
+		wait = quiet
 	}
 	cl.Close()
 	sort.SliceStable(out, func(i, j int) bool {
@@ -101,4 +110,38 @@ func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet t
 		return out[i].Offset < out[j].Offset
 	})
 	return out
+}
+
+// firstWait bounds how long KafkaReadCommitted waits for the first record
+// of a topic that has data below its last stable offset.
+const firstWait = 10 * time.Second
+
+// hasStableData reports whether some partition of topic has records below
+// its last stable offset (they may still all be aborted ones).
+func hasStableData(t testing.TB, c *kafkadev.Cluster, topic string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(KafkaClient(t, c))
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		t.Fatalf("list start offsets of %s: %v", topic, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("list last stable offsets of %s: %v", topic, err)
+	}
+	data := false
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && o.Offset > s.Offset {
+			data = true
+		}
+	})
+	return data
 }

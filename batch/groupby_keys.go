@@ -546,6 +546,9 @@ type bytesKeys struct {
 	pos     []int64
 	buf     []byte
 	touched uint64 // sum of the words loaded ahead, kept so the loads stay
+	// pipelined: probe through the load-ahead pipeline at any table size
+	// (tests; see strDirectSlots).
+	pipelined bool
 }
 
 func (t *bytesKeys) len() int {
@@ -628,6 +631,9 @@ func strLoadBlock[O int32 | int64](data []byte, offs []O, start, end int, blk *[
 
 // bytesFind is the hot loop of byte keys: row i's key is data[offs[i]:offs[i+1]].
 func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {
+	if len(t.slots) <= strDirectSlots && !t.pipelined {
+		return bytesFindDirect(t, data, offs, bm, off, gids, seq, groups)
+	}
 	n := len(offs) - 1
 	gids = gids[:n]
 	groups = slices.Grow(groups, n)
@@ -1030,4 +1036,77 @@ func keyDecodeFixed[U uint8 | uint16 | uint32 | uint64](arena []byte, pos []int6
 		}
 	}
 	return out
+}
+
+// strDirectSlots: a table of at most this many slots (768 KiB) stays in
+// cache, so bytesFindDirect probes each row as it reads it, without the
+// load-ahead pipeline.
+const strDirectSlots = 1 << 15
+
+// bytesFindDirect is bytesFind without the pipeline, for small tables.
+func bytesFindDirect[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {
+	n := len(offs) - 1
+	gids = gids[:n]
+	groups = slices.Grow(groups, n)
+	out := groups[:cap(groups)]
+	ng := len(groups)
+	slots, shift := t.slots, t.shift
+	mask := uint64(len(slots) - 1)
+	limit := tableLimit(len(slots))
+	for i := range n {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			g, fresh := t.nullGroup(seq)
+			gids[i] = g
+			out[ng] = g
+			if fresh {
+				ng++
+			}
+			continue
+		}
+		o, e := int(offs[i]), int(offs[i+1])
+		w0, w1 := strWords(data, o, e)
+		var h uint64
+		if w1>>56 != strLong {
+			h = hashFmix64(w0 ^ bits.RotateLeft64(w1*hashMul, 31))
+		} else {
+			h = xxhash.Sum64(data[o:e])
+			w0, w1 = h, strLongWord(e-o)
+		}
+		cmp := strCompareMask(w1)
+		p := h >> shift
+		for {
+			s := &slots[p]
+			if s.w0 == w0 && s.w1&cmp == w1 && s.gid != 0 {
+				g := s.gid - 1
+				if w1>>56 != strLong || bytes.Equal(t.longKey(s, g), data[o:e]) {
+					gids[i] = g
+					fresh := uint64(s.seq ^ seq)
+					s.seq = seq
+					out[ng] = g
+					ng += int((fresh | -fresh) >> 63)
+					break
+				}
+			}
+			if s.gid == 0 {
+				if t.len() >= limit {
+					t.resize(2 * len(slots))
+					slots, shift = t.slots, t.shift
+					mask = uint64(len(slots) - 1)
+					limit = tableLimit(len(slots))
+					p = h >> shift
+					continue
+				}
+				g := uint32(t.len())
+				s.fill(w0, w1, len(t.arena), g+1, seq)
+				t.arena = append(t.arena, data[o:e]...)
+				t.offs = append(t.offs, int64(len(t.arena)))
+				gids[i] = g
+				out[ng] = g
+				ng++
+				break
+			}
+			p = (p + 1) & mask
+		}
+	}
+	return out[:ng]
 }

@@ -40,6 +40,7 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 		{"int64", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false},
 		{"int64/chunked", []arrow.DataType{arrow.PrimitiveTypes.Int64}, true},
 		{"string/chunked", []arrow.DataType{arrow.BinaryTypes.String}, true},
+		{"string+int64/chunked", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}, true},
 		{"int32", []arrow.DataType{arrow.PrimitiveTypes.Int32}, false},
 		{"string", []arrow.DataType{arrow.BinaryTypes.String}, false},
 		{"binary", []arrow.DataType{arrow.BinaryTypes.Binary}, false},
@@ -121,7 +122,7 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 						t.Fatal(err)
 					}
 					if kind.chunked {
-						gbSetFlatMax(g, 700) // chunked from 700 groups on
+						gbForceLarge(g, 700) // chunked from 700 groups on, pipelined probes
 					}
 				}
 				if err := g.Merge(rec); err != nil {

@@ -11,7 +11,8 @@ import (
 )
 
 // The settlement aggregation of bench/ groups by the rate source's key
-// column: "k-" + decimal(offset % keys), 100k keys, rows in offset order.
+// column: "k-" + decimal(offset % keys), 100k keys, rows in offset order,
+// split over 8 state partitions (12.5k groups each).
 // BenchmarkGroupByRateKeys runs the kernel over such keys (in that order,
 // and shuffled) and BenchmarkGoMapStringBaseline does the same work with a
 // plain Go map[string] in the same process, so the two compare as a ratio:
@@ -58,7 +59,7 @@ func benchRateInput(b *testing.B, order string, groups int) *benchData {
 
 // BenchmarkGroupByRateKeys is sum+count over the rate source's string keys.
 func BenchmarkGroupByRateKeys(b *testing.B) {
-	for _, groups := range []int{1000, 100_000} {
+	for _, groups := range []int{1000, 12_500, 100_000} {
 		for _, order := range []string{"rate", "random"} {
 			d := benchRateInput(b, order, groups)
 			b.Run(fmt.Sprintf("groups=%d/order=%s", groups, order), func(b *testing.B) { benchGroupBy(b, d, groups) })
@@ -71,7 +72,7 @@ func BenchmarkGroupByRateKeys(b *testing.B) {
 // without allocating; a new key is copied, as the kernel copies it).
 func BenchmarkGoMapStringBaseline(b *testing.B) {
 	type acc struct{ sum, count int64 }
-	for _, groups := range []int{1000, 100_000} {
+	for _, groups := range []int{1000, 12_500, 100_000} {
 		for _, order := range []string{"rate", "random"} {
 			d := benchRateInput(b, order, groups)
 			b.Run(fmt.Sprintf("groups=%d/order=%s", groups, order), func(b *testing.B) {

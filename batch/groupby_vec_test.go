@@ -146,7 +146,7 @@ func TestGroupByMoreGroupsThanAChunk(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer g.Release()
-			gbSetFlatMax(g, vecChunk/2)
+			gbForceLarge(g, vecChunk/2)
 			gbCheck(t, g, batches[:1], keys, aggs)
 			if g.Len() != groups {
 				t.Fatalf("%d groups, want %d", g.Len(), groups)
@@ -189,11 +189,16 @@ func TestGroupByMoreGroupsThanAChunk(t *testing.T) {
 	}
 }
 
-// gbSetFlatMax makes the vecs of g's int64 keys, counts and int64 sums turn
-// chunked past n elements, so that tests cross chunk edges with few groups.
-func gbSetFlatMax(g *GroupBy, n int) {
-	if k, ok := g.keys.(*u64Keys); ok {
+// gbForceLarge makes g take the paths of large states with few groups:
+// the vecs of int64 keys, counts and int64 sums turn chunked past n
+// elements, and string keys are probed through the load-ahead pipeline
+// whatever the table size.
+func gbForceLarge(g *GroupBy, n int) {
+	switch k := g.keys.(type) {
+	case *u64Keys:
 		k.keys.flatMax = n
+	case *bytesKeys:
+		k.pipelined = true
 	}
 	for _, acc := range g.accs {
 		switch a := acc.(type) {

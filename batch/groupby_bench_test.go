@@ -119,7 +119,7 @@ func benchGroupBy(b *testing.B, d *benchData, groups int) {
 
 // BenchmarkGroupByInt64 is sum+count over an int64 key.
 func BenchmarkGroupByInt64(b *testing.B) {
-	for _, groups := range []int{100_000, 10_000_000} {
+	for _, groups := range []int{12_500, 100_000, 10_000_000} {
 		d := benchInput(b, "int64", groups)
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) { benchGroupBy(b, d, groups) })
 	}
@@ -137,7 +137,7 @@ func BenchmarkGroupByString(b *testing.B) {
 // Go map over the same keys and values.
 func BenchmarkGoMapBaseline(b *testing.B) {
 	type acc struct{ sum, count int64 }
-	for _, groups := range []int{100_000, 10_000_000} {
+	for _, groups := range []int{12_500, 100_000, 10_000_000} {
 		d := benchInput(b, "int64", groups)
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			cpu0 := benchCPU()

@@ -112,6 +112,9 @@ type u64Keys struct {
 	nullSeq uint32
 	scratch []uint64
 	touched uint64 // sum of the keys loaded ahead, kept so the loads stay
+	// pipelined: probe through the load-ahead pipeline at any table size
+	// (tests; see u64DirectSlots).
+	pipelined bool
 }
 
 func u64Slot0(k uint64, shift uint) uint64 {
@@ -210,6 +213,9 @@ func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte
 	if t.slots == nil {
 		t.resize(minTableSlots)
 	}
+	if len(t.slots) <= u64DirectSlots && !t.pipelined {
+		return u64FindDirect(t, vals, bm, off, gids, seq, groups)
+	}
 	n := len(vals)
 	gids = gids[:n]
 	// Every row adds at most one group: out has room, written without
@@ -298,6 +304,67 @@ func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte
 		}
 	}
 	t.touched += touch
+	return out[:ng]
+}
+
+// u64DirectSlots: a table of at most this many slots (512 KiB) stays in
+// cache, so u64FindDirect probes each row as it reads it, without the
+// load-ahead pipeline.
+const u64DirectSlots = 1 << 15
+
+// u64FindDirect is u64Find without the pipeline, for small tables.
+func u64FindDirect[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {
+	n := len(vals)
+	gids = gids[:n]
+	groups = slices.Grow(groups, n)
+	out := groups[:cap(groups)]
+	ng := len(groups)
+	slots, shift := t.slots, t.shift
+	mask := uint64(len(slots) - 1)
+	limit := tableLimit(len(slots))
+	for i, v := range vals {
+		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
+			g, fresh := t.nullGroup(seq)
+			gids[i] = g
+			out[ng] = g
+			if fresh {
+				ng++
+			}
+			continue
+		}
+		k := uint64(v)
+		p := u64Slot0(k, shift)
+		for {
+			s := &slots[p]
+			if s.key == k && s.gid != 0 {
+				g := s.gid - 1
+				gids[i] = g
+				fresh := uint64(s.seq ^ seq)
+				s.seq = seq
+				out[ng] = g
+				ng += int((fresh | -fresh) >> 63)
+				break
+			}
+			if s.gid == 0 {
+				if t.keys.len() >= limit {
+					t.resize(2 * len(slots))
+					slots, shift = t.slots, t.shift
+					mask = uint64(len(slots) - 1)
+					limit = tableLimit(len(slots))
+					p = u64Slot0(k, shift)
+					continue
+				}
+				g := uint32(t.keys.len())
+				t.keys.push(k)
+				s.key, s.gid, s.seq = k, g+1, seq
+				gids[i] = g
+				out[ng] = g
+				ng++
+				break
+			}
+			p = (p + 1) & mask
+		}
+	}
 	return out[:ng]
 }
 

@@ -191,12 +191,13 @@ func TestGroupByMoreGroupsThanAChunk(t *testing.T) {
 
 // gbForceLarge makes g take the paths of large states with few groups:
 // the vecs of int64 keys, counts and int64 sums turn chunked past n
-// elements, and string keys are probed through the load-ahead pipeline
-// whatever the table size.
+// elements, and keys are probed through the load-ahead pipeline whatever
+// the table size.
 func gbForceLarge(g *GroupBy, n int) {
 	switch k := g.keys.(type) {
 	case *u64Keys:
 		k.keys.flatMax = n
+		k.pipelined = true
 	case *bytesKeys:
 		k.pipelined = true
 	}

@@ -307,10 +307,11 @@ func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte
 	return out[:ng]
 }
 
-// u64DirectSlots: a table of at most this many slots (512 KiB) stays in
-// cache, so u64FindDirect probes each row as it reads it, without the
-// load-ahead pipeline.
-const u64DirectSlots = 1 << 15
+// u64DirectSlots: up to this many slots (4 MiB, a table that stays in the
+// last-level cache) u64FindDirect probes each row as it reads it, without
+// the load-ahead pipeline, which pays off only for tables far larger than
+// the cache (measured: 7-11% faster at 100k groups, 17% at 12.5k).
+const u64DirectSlots = 1 << 18
 
 // u64FindDirect is u64Find without the pipeline, for small tables.
 func u64FindDirect[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {

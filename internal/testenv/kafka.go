@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkadev"
 )
@@ -144,4 +146,44 @@ func hasStableData(t testing.TB, c *kafkadev.Cluster, topic string) bool {
 		}
 	})
 	return data
+}
+
+// KafkaFailResponse answers a produce, end-transaction or fetch request
+// with code in every place its response has one: the body of a kfake
+// ControlKey function that injects a broker error.
+func KafkaFailResponse(req kmsg.Request, code int16) kmsg.Response {
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	case *kmsg.EndTxnRequest:
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.FetchRequest:
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
+	panic(fmt.Sprintf("no failure response for %T", req))
 }

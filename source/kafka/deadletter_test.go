@@ -287,21 +287,8 @@ func produceFails(c *kafkadev.Cluster, code int16, hits *atomic.Int32, off *atom
 			return nil, nil, false
 		}
 		c.Fake().KeepControl()
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
 		hits.Add(1)
-		return resp, nil, true
+		return testenv.KafkaFailResponse(req, code), nil, true
 	})
 }
 

@@ -94,44 +94,6 @@ func newKafkaSink(t *testing.T, brokers []string) *kafkasink.Sink {
 	return s
 }
 
-// failResponse answers req with code in every place the response has one.
-func failResponse(req kmsg.Request, code int16) kmsg.Response {
-	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		resp := r.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp
-	case *kmsg.EndTxnRequest:
-		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.FetchRequest:
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, code
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp
-	}
-	panic(fmt.Sprintf("no failure response for %T", req))
-}
-
 // transactional reports whether a produce request is part of a
 // transaction: here, the Kafka sink's (the test's own producer is not
 // transactional). Newer clients name topics by id, so the topic name is
@@ -180,7 +142,7 @@ func TestBrokerFaults(t *testing.T) {
 					return nil, nil, false
 				}
 				injected.Add(1)
-				return failResponse(req, tc.code), nil, true
+				return testenv.KafkaFailResponse(req, tc.code), nil, true
 			})
 			sink := newKafkaSink(t, c.Addrs())
 			err = runInProcess(t, cp, c.Addrs(), sink)

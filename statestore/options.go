@@ -27,8 +27,10 @@ type Options struct {
 	// forms), and structs of these.
 	KeySchema *arrow.Schema
 	// ValueSchema is the schema of the value columns; any type Arrow IPC
-	// carries (lists included). It may have no columns (a set of keys).
-	// Its field names must differ from the key's.
+	// carries (lists included) except unions, at any depth: Load and
+	// Maintain concatenate rows, which arrow-go cannot do for unions. It
+	// may have no columns (a set of keys). Its field names must differ
+	// from the key's.
 	ValueSchema *arrow.Schema
 	// SnapshotEvery (K) is the fewest versions between two snapshots:
 	// Maintain considers writing one when the newest snapshot is K or
@@ -100,6 +102,12 @@ func (o Options) Validate() error {
 	}
 	if o.ValueSchema == nil {
 		bad("ValueSchema is required (an empty schema for a set of keys)")
+	} else {
+		for _, f := range o.ValueSchema.Fields() {
+			if u := findUnion(f.Type); u != nil {
+				bad("value column %q: type %s holds %s; the store cannot merge unions into snapshots (arrow-go does not concatenate them)", f.Name, f.Type, u)
+			}
+		}
 	}
 	if o.KeySchema != nil && o.ValueSchema != nil {
 		seen := map[string]bool{}
@@ -141,4 +149,26 @@ func Join(key, value *arrow.Schema) *arrow.Schema {
 	fields = append(fields, key.Fields()...)
 	fields = append(fields, value.Fields()...)
 	return arrow.NewSchema(fields, nil)
+}
+
+// findUnion returns the first union type in dt (dt itself or a type nested
+// in it), or nil.
+func findUnion(dt arrow.DataType) arrow.DataType {
+	switch t := dt.(type) {
+	case arrow.UnionType:
+		return dt
+	case arrow.ExtensionType:
+		return findUnion(t.StorageType())
+	case *arrow.DictionaryType:
+		return findUnion(t.ValueType)
+	case *arrow.RunEndEncodedType:
+		return findUnion(t.Encoded())
+	case arrow.NestedType: // lists, maps, structs
+		for _, f := range t.Fields() {
+			if u := findUnion(f.Type); u != nil {
+				return u
+			}
+		}
+	}
+	return nil
 }

@@ -17,8 +17,14 @@ bindir="$(bash scripts/install-tools.sh | tail -n 1)"
 export PATH="$bindir:$PATH"
 
 eval "$(bash scripts/pg-setup.sh)"
-eval "$(bash scripts/s3-server.sh start)"
-trap 'bash scripts/s3-server.sh stop >/dev/null 2>&1 || true' EXIT
+# Stop the S3 server at the end only if this run started it: a server that
+# was already running belongs to someone else (another run, a developer).
+if bash scripts/s3-server.sh env >/dev/null 2>&1; then
+	eval "$(bash scripts/s3-server.sh env)"
+else
+	eval "$(bash scripts/s3-server.sh start)"
+	trap 'bash scripts/s3-server.sh stop >/dev/null 2>&1 || true' EXIT
+fi
 
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then

@@ -289,18 +289,29 @@ func runModel(t *testing.T, seed uint64, versions int64) {
 	mem := newMem(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	k := 1 + rng.IntN(5)
-	opts := Options{
-		KeySchema:           mKey,
-		ValueSchema:         mValue,
-		SnapshotEvery:       k,
-		SnapshotMaxEvery:    k + rng.IntN(8),
-		SnapshotDeltaRatio:  []float64{1e-9, 0.3, 0.5, 2, 1e9}[rng.IntN(5)],
-		MinVersionsToRetain: 1 + rng.IntN(6),
-		Allocator:           mem,
+	var (
+		opts     Options
+		snapRows int
+		concat   int
+	)
+	// A restart may change the snapshot policy and the retention (the
+	// engine's WithSnapshotEvery and WithMinBatchesToRetain).
+	policy := func() {
+		k := 1 + rng.IntN(5)
+		opts = Options{
+			KeySchema:           mKey,
+			ValueSchema:         mValue,
+			SnapshotEvery:       k,
+			SnapshotMaxEvery:    k + rng.IntN(8),
+			SnapshotDeltaRatio:  []float64{1e-9, 0.3, 0.5, 2, 1e9}[rng.IntN(5)],
+			MinVersionsToRetain: 1 + rng.IntN(6),
+			Allocator:           mem,
+			UniqueUpserts:       rng.IntN(2) == 0,
+		}
+		snapRows = []int{3, 17, 200, 2000}[rng.IntN(4)]
+		concat = []int{1, concatRun, 1000}[rng.IntN(3)]
 	}
-	snapRows := []int{3, 17, 200, 2000}[rng.IntN(4)]
-	concat := []int{1, concatRun, 1000}[rng.IntN(3)]
+	policy()
 	sizes := []int{20, 300, 1000}
 	if *modelLong {
 		sizes = append(sizes, 4000) // runs past directRun untouched rows
@@ -310,6 +321,9 @@ func runModel(t *testing.T, seed uint64, versions int64) {
 		opts.SnapshotEvery, opts.SnapshotMaxEvery, opts.SnapshotDeltaRatio, opts.MinVersionsToRetain, snapRows, concat, len(pool))
 
 	open := func() *Store {
+		if rng.IntN(3) == 0 {
+			policy()
+		}
 		s, err := Open(ctx, newLocal(t, dir), opts)
 		if err != nil {
 			t.Fatal(err)
@@ -317,7 +331,19 @@ func runModel(t *testing.T, seed uint64, versions int64) {
 		s.snapshotRows, s.concatRun = snapRows, concat
 		return s
 	}
-	s := open()
+	s, err := Open(ctx, newLocal(t, dir), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.snapshotRows, s.concatRun = snapRows, concat
+	floor := int64(-1) // every version from floor on is retained
+	purge := func(c int64) {
+		t.Helper()
+		if err := s.Purge(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		floor = max(floor, c-int64(opts.MinVersionsToRetain)+1)
+	}
 
 	// Background maintenance, one pass at a time, as the engine runs it.
 	var (
@@ -406,9 +432,7 @@ func runModel(t *testing.T, seed uint64, versions int64) {
 			// A crash inside Purge: some of its deletes happened.
 			waitMaint()
 			before := dirFiles(t, dir)
-			if err := s.Purge(ctx, v); err != nil {
-				t.Fatal(err)
-			}
+			purge(v)
 			after := dirFiles(t, dir)
 			for name, data := range before {
 				if _, ok := after[name]; !ok && rng.IntN(2) == 0 {
@@ -420,21 +444,19 @@ func runModel(t *testing.T, seed uint64, versions int64) {
 			waitMaint()
 			s = open()
 		default:
-			if err := s.Purge(ctx, v); err != nil {
-				t.Fatal(err)
-			}
+			purge(v)
 		}
 		if rng.IntN(4) == 0 {
 			waitMaint() // sometimes maintenance keeps up
 		}
 		maintain(v)
 		checkRows(t, fmt.Sprintf("load %d", v), load(s, v), model)
-		if v > 0 && opts.MinVersionsToRetain > 1 {
+		if v > 0 && v-1 >= floor {
 			checkRows(t, fmt.Sprintf("load %d at %d", v-1, v), load(s, v-1), history[v-1])
 		}
-		if r := v - int64(rng.IntN(opts.MinVersionsToRetain)); r >= 0 {
-			checkRows(t, fmt.Sprintf("load %d at %d", r, v), load(s, r), history[r])
-		}
+		lo := max(floor, 0)
+		r := lo + rng.Int64N(v-lo+1)
+		checkRows(t, fmt.Sprintf("load %d at %d", r, v), load(s, r), history[r])
 		if rng.IntN(10) == 0 {
 			recs, err := s.Load(ctx, v)
 			if err != nil {

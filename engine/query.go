@@ -429,13 +429,6 @@ func sourceID(src Source) string {
 	return d
 }
 
-func guarantee(s Sink) string {
-	if g, ok := s.(GuaranteeReporter); ok {
-		return g.Guarantee()
-	}
-	return ExactlyOnce
-}
-
 // plan asks every source for its next end offset and returns the plan of
 // the next batch, or ok=false when there is nothing to do.
 func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/cron"
 	"github.com/onceflow/onceflow/memsink"
 )
 
@@ -285,7 +286,7 @@ func TestHealthRule(t *testing.T) {
 		})
 	}
 	// A schedule's interval is the gap between its ticks.
-	if d := triggerInterval(Scheduled(EverySchedule(time.Hour)), t0); d != time.Hour {
+	if d := triggerInterval(Scheduled(cron.Every(time.Hour)), t0); d != time.Hour {
 		t.Fatalf("schedule interval %s", d)
 	}
 }

@@ -14,7 +14,8 @@ type Trigger struct {
 }
 
 // Schedule says when a scheduled query runs next: the first tick strictly
-// after the given time. ParseCron and EverySchedule make one.
+// after the given time. Package cron makes them: cron.MustParse or
+// cron.Parse for a cron expression, cron.Every for aligned intervals.
 type Schedule interface {
 	Next(after time.Time) time.Time
 	String() string

@@ -87,3 +87,69 @@ func TestOnlyCommandsExamplesTestsAndPluginsImportEngine(t *testing.T) {
 		t.Errorf("%s imports %s; only %v may (a source, sink or store implements package contract instead)", pkg, engine, importersAllowed)
 	}
 }
+
+func TestEngineDependsOnNoMetricsOrHTTPPackage(t *testing.T) {
+	engine := module + "/engine"
+	deps := goList(t, "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, engine)
+	var all []string
+	for _, line := range deps {
+		pkg, imps, _ := strings.Cut(line, " ")
+		all = append(all, pkg)
+		if strings.HasPrefix(pkg, "github.com/prometheus/") {
+			t.Errorf("engine depends on %s; metrics belong to package monitor", pkg)
+		}
+		// net/http itself comes in through Arrow (arrow/compute ->
+		// parquet -> thrift's HTTP transport), which the linker drops;
+		// no package of this module may use it.
+		if under(pkg, module) {
+			for _, imp := range strings.Fields(imps) {
+				if under(imp, "net/http") || imp == "net" {
+					t.Errorf("%s (a dependency of engine) imports %s; an HTTP server belongs to package monitor", pkg, imp)
+				}
+			}
+		}
+	}
+	if !slices.Contains(all, engine) {
+		t.Fatalf("go list -deps %s did not list the engine itself: %v", engine, all)
+	}
+}
+
+// TestProgramWithoutMonitorLinksNoMetricsOrHTTPServer builds a query
+// program that does not import monitor (testdata/nomonitor) and checks
+// its symbol table: no Prometheus client, no HTTP server. Before monitor
+// existed, such a program linked the Prometheus client's packages (their
+// init and default registry) although it never served metrics.
+func TestProgramWithoutMonitorLinksNoMetricsOrHTTPServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program; skipped with -short")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("the go command is not on PATH (%v)", err)
+	}
+	bin := filepath.Join(t.TempDir(), "nomonitor")
+	build := exec.Command(gobin, "build", "-o", bin, "./internal/lint/testdata/nomonitor")
+	build.Dir = moduleRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build testdata/nomonitor: %v\n%s", err, out)
+	}
+	nm := exec.Command(gobin, "tool", "nm", bin)
+	out, err := nm.Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	var bad []string
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) < 3 {
+			continue
+		}
+		sym := fields[len(fields)-1]
+		if strings.HasPrefix(sym, "github.com/prometheus/") || strings.HasPrefix(sym, "net/http.(*Server)") || sym == "net.Listen" {
+			bad = append(bad, sym)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("a program without monitor links %d metrics or HTTP-server symbols, e.g. %v", len(bad), bad[:min(len(bad), 5)])
+	}
+}

@@ -12,6 +12,14 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/contract"
+)
+
+var (
+	_ contract.Sink              = (*Sink)(nil)
+	_ contract.GuaranteeReporter = (*Sink)(nil)
+	_ contract.Describer         = (*Sink)(nil)
 )
 
 // Sink prints batches.
@@ -25,13 +33,13 @@ type Sink struct {
 // New returns a sink printing at most maxRows rows of each batch to w.
 func New(w io.Writer, maxRows int) *Sink { return &Sink{w: w, maxRows: maxRows, last: -1} }
 
-// Description implements engine.Describer.
+// Description implements contract.Describer.
 func (s *Sink) Description() string { return "console" }
 
-// Guarantee implements engine.GuaranteeReporter.
-func (s *Sink) Guarantee() string { return "at-least-once" }
+// Guarantee implements contract.GuaranteeReporter: at-least-once.
+func (s *Sink) Guarantee() contract.Guarantee { return contract.AtLeastOnce }
 
-// AddBatch implements engine.Sink.
+// AddBatch implements contract.Sink.
 func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

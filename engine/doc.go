@@ -1,8 +1,9 @@
 // Package engine defines streaming queries and runs them: the driver loop,
 // triggers, planning, the write-ahead offset log, recovery and progress. It
 // is the only package that sees sources, operators, state and sinks
-// together; nothing imports it (sources and sinks implement the contracts in
-// contracts.go structurally).
+// together; nothing imports it but commands, examples and plugins on its
+// listener API (monitor). Sources and sinks implement the contracts of
+// package contract, which engine re-exports as aliases (contracts.go).
 //
 // # The life of batch N
 //

@@ -69,21 +69,7 @@ type config struct {
 	allowAtLeastOnce   bool
 	lateRows           Sink
 	watermarkPolicy    WatermarkPolicy
-	observers          []observer
-}
-
-// observer receives the driver's events, on the driver goroutine; the
-// metrics and the status server implement it. Calls must not block.
-type observer interface {
-	// started is called once the checkpoint is open and before any batch.
-	started(queryID, runID, name string)
-	// committed is called after each batch commits.
-	committed(p *Progress)
-	// recovered is called when batch id, planned by an earlier run, is
-	// about to be re-run.
-	recovered(id int64)
-	// stopped is called when Run returns, with its error.
-	stopped(err error)
+	hooks              []Listener
 }
 
 // WatermarkPolicy says how the watermarks of several sources combine.
@@ -159,7 +145,8 @@ func WithMinBatchesToRetain(n int) Option { return func(c *config) { c.minBatche
 func WithSnapshotEvery(k int) Option { return func(c *config) { c.snapshotEvery = k } }
 
 // WithProgressListener adds a function called with each batch's progress,
-// after the batch commits, on the driver goroutine.
+// after the batch commits, on the driver goroutine (after the
+// BatchCommittedListeners of WithListener).
 func WithProgressListener(fn func(Progress)) Option {
 	return func(c *config) { c.listeners = append(c.listeners, fn) }
 }
@@ -212,6 +199,7 @@ func (c *config) validate() error {
 	if c.trigger.kind == triggerSchedule && c.trigger.schedule == nil {
 		errs = append(errs, "scheduled trigger without a schedule")
 	}
+	errs = append(errs, validateListeners(c.hooks)...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -65,14 +65,7 @@ type SourceProgress struct {
 
 // SinkProgress is one sink's figures for a batch.
 type SinkProgress struct {
-	Description   string `json:"description"`
-	NumOutputRows int64  `json:"numOutputRows"`
-	Guarantee     string `json:"guarantee"`
-}
-
-// SourceMetrics is implemented by a source that reports figures for the
-// progress record (lag per partition, records skipped by a data-loss gap).
-// It is called after a batch's Read.
-type SourceMetrics interface {
-	Metrics() map[string]any
+	Description   string    `json:"description"`
+	NumOutputRows int64     `json:"numOutputRows"`
+	Guarantee     Guarantee `json:"guarantee"`
 }

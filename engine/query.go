@@ -142,20 +142,10 @@ func (q *Query) Run(ctx context.Context) (err error) {
 	q.mu.Unlock()
 
 	r := &run{q: q, cfg: cfg, cp: cp, runID: newRunID(), srcs: q.stream.sources, committed: -1, locked: locked}
-	for _, o := range cfg.observers {
-		o.started(cp.meta.ID, r.runID, cfg.name)
-	}
-	defer func() {
-		for _, o := range cfg.observers {
-			o.stopped(err)
-		}
-	}()
-	for _, o := range cfg.observers {
-		if f, ok := o.(startFailer); ok {
-			if err := f.startErr(); err != nil {
-				return err
-			}
-		}
+	started, startErr := cfg.notifyStart(QueryInfo{ID: cp.meta.ID, RunID: r.runID, Name: cfg.name, Trigger: cfg.trigger})
+	defer func() { notifyStop(started, err) }()
+	if startErr != nil {
+		return startErr
 	}
 	r.log = cfg.logger.With("query", cfg.name, "queryId", cp.meta.ID, "runId", r.runID)
 	r.log.Info("starting", "checkpoint", storage.Redact(cfg.checkpoint.URL()), "trigger", cfg.trigger.String(), "plan", q.stream.describe())
@@ -282,9 +272,7 @@ func (r *run) main(ctx context.Context) error {
 	// Recovery: re-run the planned, uncommitted batch verbatim.
 	if havePlan && lastPlanID == r.committed+1 {
 		r.log.Info("recovering uncommitted batch", "batchId", lastPlanID)
-		for _, o := range cfg.observers {
-			o.recovered(lastPlanID)
-		}
+		cfg.notifyRecovered(lastPlanID)
 		if err := r.runBatch(ctx, lastPlanID, &lastPlan, true); err != nil {
 			return err
 		}
@@ -427,13 +415,6 @@ func sourceID(src Source) string {
 		return d[:i]
 	}
 	return d
-}
-
-func guarantee(s Sink) string {
-	if g, ok := s.(GuaranteeReporter); ok {
-		return g.Guarantee()
-	}
-	return ExactlyOnce
 }
 
 // plan asks every source for its next end offset and returns the plan of
@@ -784,12 +765,7 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 	r.q.mu.last = &p
 	r.q.mu.Unlock()
 	r.log.Info("batch committed", "batchId", id, "inputRows", in, "outputRows", ex.outRows, "durationMs", total.Milliseconds(), "recovered", recovered)
-	for _, o := range r.cfg.observers {
-		o.committed(&p)
-	}
-	for _, fn := range r.cfg.listeners {
-		fn(p)
-	}
+	r.cfg.notifyCommitted(p)
 }
 
 // millisLayout is how progress records print times (UTC, milliseconds).

@@ -17,7 +17,7 @@ import (
 // startRecorder is a late-rows sink that needs Start (like kafkasink,
 // which returns ErrNotStarted without it) and reports a guarantee.
 type startRecorder struct {
-	guarantee string
+	guarantee Guarantee
 	mu        sync.Mutex
 	started   bool
 	added     []int64
@@ -40,7 +40,7 @@ func (s *startRecorder) AddBatch(_ context.Context, id int64, _ *arrow.Schema, _
 	return nil
 }
 
-func (s *startRecorder) Guarantee() string { return s.guarantee }
+func (s *startRecorder) Guarantee() Guarantee { return s.guarantee }
 
 // atLeastOnceSink needs no Start and says it is at-least-once.
 type atLeastOnceSink struct {
@@ -55,7 +55,7 @@ func (s *atLeastOnceSink) AddBatch(context.Context, int64, *arrow.Schema, []arro
 	return nil
 }
 
-func (s *atLeastOnceSink) Guarantee() string { return AtLeastOnce }
+func (s *atLeastOnceSink) Guarantee() Guarantee { return AtLeastOnce }
 
 // Review: the sink given to WithLateRows bypasses everything main() does
 // for the other sinks: it is never Started (a kafkasink there fails every

@@ -14,7 +14,8 @@ type Trigger struct {
 }
 
 // Schedule says when a scheduled query runs next: the first tick strictly
-// after the given time. ParseCron and EverySchedule make one.
+// after the given time. Package cron makes them: cron.MustParse or
+// cron.Parse for a cron expression, cron.Every for aligned intervals.
 type Schedule interface {
 	Next(after time.Time) time.Time
 	String() string
@@ -52,6 +53,28 @@ func Once() Trigger { return Trigger{kind: triggerOnce} }
 // in as many batches as their per-trigger limits need, and then Run
 // returns. It is the basis of scheduled queries.
 func AvailableNow() Trigger { return Trigger{kind: triggerAvailableNow} }
+
+// Interval is the expected time between batches under t: Every's d, or
+// the gap between the two ticks of a schedule that follow now; 0 for
+// Every(0), Once and AvailableNow. A health check's patience is a multiple
+// of it (package monitor).
+func (t Trigger) Interval(now time.Time) time.Duration {
+	switch t.kind {
+	case triggerEvery:
+		return t.interval
+	case triggerSchedule:
+		if t.schedule == nil {
+			return 0
+		}
+		a := t.schedule.Next(now)
+		b := t.schedule.Next(a)
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return b.Sub(a)
+	}
+	return 0
+}
 
 func (t Trigger) String() string {
 	switch t.kind {

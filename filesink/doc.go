@@ -1,7 +1,7 @@
 // Package filesink is the staged-files sink: each micro-batch's rows become
 // Parquet files under a table root, and a batch becomes visible only when
-// its entry in the table's log lists those files. It implements the
-// engine's Sink, SinkStarter and SchemaValidator contracts without
+// its entry in the table's log lists those files. It implements
+// contract.Sink, SinkStarter, SchemaValidator and SinkPosition without
 // importing the engine.
 //
 // # What it owns

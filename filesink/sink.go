@@ -14,6 +14,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -27,9 +28,17 @@ const (
 	FaultCompaction   = "filesink-compaction"
 )
 
+var (
+	_ contract.Sink            = (*Sink)(nil)
+	_ contract.SinkStarter     = (*Sink)(nil)
+	_ contract.SchemaValidator = (*Sink)(nil)
+	_ contract.SinkPosition    = (*Sink)(nil)
+	_ contract.Describer       = (*Sink)(nil)
+)
+
 // Sink writes each batch as Parquet files under a table root and commits
-// them through the table's log. It implements the engine's Sink,
-// SinkStarter and SchemaValidator contracts.
+// them through the table's log. It implements contract.Sink, SinkStarter,
+// SchemaValidator, SinkPosition and Describer.
 type Sink struct {
 	table storage.Store
 	cfg   config

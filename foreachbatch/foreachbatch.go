@@ -5,13 +5,15 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/contract"
 )
 
-// Delivery guarantees, as reported by Guarantee (the same strings as the
-// engine's ExactlyOnce and AtLeastOnce).
-const (
-	ExactlyOnce = "exactly-once"
-	AtLeastOnce = "at-least-once"
+var (
+	_ contract.Sink              = (*Sink)(nil)
+	_ contract.SinkStarter       = (*Sink)(nil)
+	_ contract.SchemaValidator   = (*Sink)(nil)
+	_ contract.GuaranteeReporter = (*Sink)(nil)
 )
 
 // Func receives batch batchID. The same batchID may arrive again with the
@@ -21,7 +23,7 @@ const (
 // call. A returned error fails the batch and stops the query.
 type Func func(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error
 
-// Sink adapts a Func to the engine's sink contract.
+// Sink adapts a Func to contract.Sink.
 type Sink struct {
 	fn  Func
 	cfg config
@@ -95,11 +97,11 @@ func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 	return nil
 }
 
-// Guarantee reports "exactly-once" when Idempotent() was given, else
-// "at-least-once".
-func (s *Sink) Guarantee() string {
+// Guarantee reports contract.ExactlyOnce when Idempotent() was given,
+// else contract.AtLeastOnce.
+func (s *Sink) Guarantee() contract.Guarantee {
 	if s.cfg.idempotent {
-		return ExactlyOnce
+		return contract.ExactlyOnce
 	}
-	return AtLeastOnce
+	return contract.AtLeastOnce
 }

@@ -9,20 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/foreachbatch"
-)
-
-// The engine's contracts, restated: a sink never imports the engine, so the
-// test checks the method sets structurally.
-var (
-	_ interface {
-		AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error
-	} = (*foreachbatch.Sink)(nil)
-	_ interface {
-		Start(ctx context.Context, queryID string) error
-	} = (*foreachbatch.Sink)(nil)
-	_ interface{ ValidateSchema(*arrow.Schema) error } = (*foreachbatch.Sink)(nil)
-	_ interface{ Guarantee() string }                  = (*foreachbatch.Sink)(nil)
 )
 
 // TestGuardPattern is the pattern the package documentation asks for: the
@@ -65,7 +53,7 @@ func TestGuardPattern(t *testing.T) {
 	if ledger != 36 || calls != 6 {
 		t.Fatalf("ledger %d after %d calls, want 36 after 6", ledger, calls)
 	}
-	if s.Guarantee() != foreachbatch.ExactlyOnce {
+	if s.Guarantee() != contract.ExactlyOnce {
 		t.Errorf("guarantee %q", s.Guarantee())
 	}
 }
@@ -76,17 +64,17 @@ func TestOptionsAndErrors(t *testing.T) {
 		name      string
 		opts      []foreachbatch.Option
 		fnErr     error
-		wantG     string
+		wantG     contract.Guarantee
 		wantStart error
 		wantCheck error
 	}{
-		{"defaults", nil, nil, foreachbatch.AtLeastOnce, nil, nil},
-		{"function error wrapped", nil, boom, foreachbatch.AtLeastOnce, nil, nil},
+		{"defaults", nil, nil, contract.AtLeastOnce, nil, nil},
+		{"function error wrapped", nil, boom, contract.AtLeastOnce, nil, nil},
 		{"start and check", []foreachbatch.Option{
 			foreachbatch.WithStart(func(context.Context, string) error { return boom }),
 			foreachbatch.WithSchemaCheck(func(*arrow.Schema) error { return boom }),
 			foreachbatch.Idempotent(),
-		}, nil, foreachbatch.ExactlyOnce, boom, boom},
+		}, nil, contract.ExactlyOnce, boom, boom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := foreachbatch.New(func(context.Context, int64, *arrow.Schema, []arrow.RecordBatch) error { return tc.fnErr }, tc.opts...)

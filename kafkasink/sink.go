@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/internal/fault"
 )
 
@@ -28,11 +29,13 @@ const (
 	FaultAfterCommit = "kafkasink-after-commit"
 )
 
-// Guarantees reported by Guarantee (the engine's constants, spelled out so
-// this package does not import the engine).
-const (
-	GuaranteeExactlyOnce = "exactly-once"
-	GuaranteeAtLeastOnce = "at-least-once"
+var (
+	_ contract.Sink              = (*Sink)(nil)
+	_ contract.SinkStarter       = (*Sink)(nil)
+	_ contract.GuaranteeReporter = (*Sink)(nil)
+	_ contract.SchemaValidator   = (*Sink)(nil)
+	_ contract.SinkPosition      = (*Sink)(nil)
+	_ contract.Describer         = (*Sink)(nil)
 )
 
 // HeaderBatch is the header every output record carries: the batch id in
@@ -101,13 +104,13 @@ func (c *config) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	return append(opts, c.extra...)
 }
 
-// Guarantee reports GuaranteeExactlyOnce, or GuaranteeAtLeastOnce under
+// Guarantee reports contract.ExactlyOnce, or contract.AtLeastOnce under
 // the AtLeastOnce option.
-func (s *Sink) Guarantee() string {
+func (s *Sink) Guarantee() contract.Guarantee {
 	if s.c.atLeastOnce {
-		return GuaranteeAtLeastOnce
+		return contract.AtLeastOnce
 	}
-	return GuaranteeExactlyOnce
+	return contract.ExactlyOnce
 }
 
 // Description is "kafka[topic]".

@@ -18,33 +18,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/internal/kafkadev"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// The contracts the engine declares (engine/contracts.go), restated so this
-// package never imports the engine.
-type (
-	engineSink interface {
-		AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error
-	}
-	sinkStarter interface {
-		Start(ctx context.Context, queryID string) error
-	}
-	guaranteeReporter interface{ Guarantee() string }
-	schemaValidator   interface {
-		ValidateSchema(schema *arrow.Schema) error
-	}
-)
-
-var (
-	_ engineSink        = (*Sink)(nil)
-	_ sinkStarter       = (*Sink)(nil)
-	_ guaranteeReporter = (*Sink)(nil)
-	_ schemaValidator   = (*Sink)(nil)
-)
 
 var paySchema = arrow.NewSchema([]arrow.Field{
 	{Name: "id", Type: arrow.BinaryTypes.String},
@@ -140,7 +119,7 @@ func TestExactlyOnceAcrossRepeatsAndRestart(t *testing.T) {
 	if got := s.TransactionalID(); got != "onceflow-q1-out" {
 		t.Fatalf("transactional id %q", got)
 	}
-	if s.Guarantee() != GuaranteeExactlyOnce {
+	if s.Guarantee() != contract.ExactlyOnce {
 		t.Fatalf("guarantee %q", s.Guarantee())
 	}
 	for _, step := range []struct {
@@ -351,7 +330,7 @@ func TestAtLeastOnce(t *testing.T) {
 	defer b0.Release()
 	s := newSink(t, c, AtLeastOnce())
 	start(t, s, "q")
-	if s.Guarantee() != GuaranteeAtLeastOnce {
+	if s.Guarantee() != contract.AtLeastOnce {
 		t.Fatalf("guarantee %q", s.Guarantee())
 	}
 	for range 2 {

@@ -14,6 +14,13 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/contract"
+)
+
+var (
+	_ contract.Sink      = (*Sink)(nil)
+	_ contract.Describer = (*Sink)(nil)
 )
 
 // Sink is an in-memory sink, idempotent in the batch id.
@@ -35,10 +42,10 @@ func New(name string) *Sink {
 	return s
 }
 
-// Description implements engine.Describer.
+// Description implements contract.Describer.
 func (s *Sink) Description() string { return "memory[" + s.name + "]" }
 
-// AddBatch implements engine.Sink.
+// AddBatch implements contract.Sink.
 func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,7 +1,8 @@
 // Package source is the home of onceflow's inputs. Each subpackage
-// implements the engine's source contract (engine.Source and, where it
-// applies, SourceCheckpointer, SourceCommitter, AvailableNowSource and
-// Describer) structurally: none of them imports the engine.
+// implements contract.Source and, where it applies, SourceCheckpointer,
+// SourceCommitter, AvailableNowSource, SourceIdentifier, SourceMetrics and
+// Describer, and asserts so at compile time; none of them imports the
+// engine.
 //
 //   - source/rate: a deterministic generator for demos, tests and
 //     benchmarks; every row is a pure function of its offset.

@@ -9,12 +9,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/internal/fault"
 )
 
-// ExactlyOnce is what Guarantee reports (the engine's constant of the same
-// value).
-const ExactlyOnce = "exactly-once"
+var (
+	_ contract.Sink              = (*Sink)(nil)
+	_ contract.SinkStarter       = (*Sink)(nil)
+	_ contract.SchemaValidator   = (*Sink)(nil)
+	_ contract.GuaranteeReporter = (*Sink)(nil)
+	_ contract.SinkPosition      = (*Sink)(nil)
+	_ contract.Describer         = (*Sink)(nil)
+)
 
 // validateTimeout bounds the catalog reads of ValidateSchema, which the
 // engine calls without a context.
@@ -238,5 +244,5 @@ func (s *Sink) Stats() Stats {
 	return s.count.stats()
 }
 
-// Guarantee reports "exactly-once".
-func (s *Sink) Guarantee() string { return ExactlyOnce }
+// Guarantee reports contract.ExactlyOnce.
+func (s *Sink) Guarantee() contract.Guarantee { return contract.ExactlyOnce }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/foreachbatch"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
@@ -309,7 +310,7 @@ func TestUpsert(t *testing.T) {
 	if len(got) != 2 || *got[1] != 11 || *got[2] != 20 {
 		t.Errorf("got %v", got)
 	}
-	if s.Guarantee() != ExactlyOnce || s.Guard() != nil {
+	if s.Guarantee() != contract.ExactlyOnce || s.Guard() != nil {
 		t.Error("upsert sink: wrong guarantee or guard")
 	}
 }

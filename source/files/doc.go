@@ -1,7 +1,7 @@
 // Package files is a source over a landing directory of JSON-lines, CSV or
-// Parquet files, parsed into a declared Arrow schema. It implements the
-// engine's Source, SourceCheckpointer, SourceCommitter, AvailableNowSource
-// and Describer contracts without importing the engine.
+// Parquet files, parsed into a declared Arrow schema. It implements
+// contract.Source, SourceCheckpointer, SourceCommitter, AvailableNowSource,
+// SourceIdentifier and Describer without importing the engine.
 //
 // # Landing contract
 //

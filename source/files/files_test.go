@@ -747,19 +747,6 @@ func TestTimestampUnits(t *testing.T) {
 	}
 }
 
-// The engine's contracts, restated: the source must satisfy them without
-// importing the engine.
-var _ interface {
-	Schema() *arrow.Schema
-	InitialOffset(context.Context) (json.RawMessage, error)
-	LatestOffset(context.Context, json.RawMessage) (json.RawMessage, error)
-	Read(context.Context, json.RawMessage, json.RawMessage, func(arrow.RecordBatch) error) error
-	OpenCheckpoint(context.Context, storage.Store) error
-	Commit(context.Context, json.RawMessage) error
-	PrepareAvailableNow(context.Context) error
-	Description() string
-} = (*Source)(nil)
-
 func TestConcurrentUse(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -46,6 +47,15 @@ type cleanupMark struct {
 	Version int   `json:"version"` // 1, or 2 once the log was compacted
 	Through int64 `json:"through"` // -1 when nothing was cleaned up
 }
+
+var (
+	_ contract.Source             = (*Source)(nil)
+	_ contract.SourceCheckpointer = (*Source)(nil)
+	_ contract.SourceCommitter    = (*Source)(nil)
+	_ contract.AvailableNowSource = (*Source)(nil)
+	_ contract.SourceIdentifier   = (*Source)(nil)
+	_ contract.Describer          = (*Source)(nil)
+)
 
 // Source is a landing directory of files. See the package documentation.
 type Source struct {

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -24,27 +23,6 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// The contracts the engine declares (engine/contracts.go), restated so this
-// package never imports the engine.
-type (
-	engineSource interface {
-		Schema() *arrow.Schema
-		InitialOffset(ctx context.Context) (json.RawMessage, error)
-		LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error)
-		Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error
-	}
-	availableNow interface {
-		PrepareAvailableNow(ctx context.Context) error
-	}
-	describer interface{ Description() string }
-)
-
-var (
-	_ engineSource = (*kafka.Source)(nil)
-	_ availableNow = (*kafka.Source)(nil)
-	_ describer    = (*kafka.Source)(nil)
-)
 
 func TestAvailableNowAndStats(t *testing.T) {
 	ctx := context.Background()

@@ -14,6 +14,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/contract"
+)
+
+var (
+	_ contract.Source             = (*Source)(nil)
+	_ contract.SourceCheckpointer = (*Source)(nil)
+	_ contract.AvailableNowSource = (*Source)(nil)
+	_ contract.SourceIdentifier   = (*Source)(nil)
+	_ contract.SourceMetrics      = (*Source)(nil)
+	_ contract.Describer          = (*Source)(nil)
 )
 
 // Source reads Kafka partitions by offset range. See the package

@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/onceflow/onceflow/contract"
 )
 
 // Column names. Bid columns keep Nexmark's names; person and auction
@@ -87,6 +89,12 @@ func EventSchema() *arrow.Schema {
 		{Name: ColURL, Type: str, Nullable: true},
 	}, nil)
 }
+
+var (
+	_ contract.Source             = (*Source)(nil)
+	_ contract.AvailableNowSource = (*Source)(nil)
+	_ contract.Describer          = (*Source)(nil)
+)
 
 // Source is the Nexmark event generator as a source. See the package
 // documentation.

@@ -1,5 +1,5 @@
-// Package rate is a deterministic row generator: the engine's source
-// contract over an endless sequence of rows numbered 0, 1, 2, … For demos,
+// Package rate is a deterministic row generator: contract.Source
+// over an endless sequence of rows numbered 0, 1, 2, … For demos,
 // tests and benchmarks.
 //
 // # Rows

@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/onceflow/onceflow/contract"
 )
 
 // Column names of the schema, in order.
@@ -31,6 +33,12 @@ func Schema() *arrow.Schema {
 		{Name: ColAmountCents, Type: arrow.PrimitiveTypes.Int64},
 	}, nil)
 }
+
+var (
+	_ contract.Source             = (*Source)(nil)
+	_ contract.AvailableNowSource = (*Source)(nil)
+	_ contract.Describer          = (*Source)(nil)
+)
 
 // Source is a deterministic row generator. See the package documentation.
 type Source struct {

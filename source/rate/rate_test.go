@@ -232,14 +232,3 @@ func BenchmarkRead(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
-
-// The engine's contracts, restated: the source must satisfy them without
-// importing the engine.
-var _ interface {
-	Schema() *arrow.Schema
-	InitialOffset(context.Context) (json.RawMessage, error)
-	LatestOffset(context.Context, json.RawMessage) (json.RawMessage, error)
-	Read(context.Context, json.RawMessage, json.RawMessage, func(arrow.RecordBatch) error) error
-	PrepareAvailableNow(context.Context) error
-	Description() string
-} = (*Source)(nil)

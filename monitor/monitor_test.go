@@ -1,13 +1,13 @@
-package engine
+package monitor
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/cron"
+	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/memsink"
 )
 
@@ -82,26 +84,16 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// fakeNow is a settable clock for the monitor.
-type fakeNow struct{ ns atomic.Int64 }
-
-func (f *fakeNow) now() time.Time      { return time.Unix(0, f.ns.Load()) }
-func (f *fakeNow) add(d time.Duration) { f.ns.Add(int64(d)) }
-func monitorOfQuery(q *Query) *monitor { return monitorOf(&q.cfg) }
-func newFakeNow() *fakeNow {
-	f := &fakeNow{}
-	f.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return f
-}
-
 func TestMetricsAndStatusServer(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	reg := prometheus.NewRegistry()
 	cp := localStore(t)
 	src := newSeq(25, 10, 3)
-	stream := ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"))
+	stream := engine.ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"))
 	clock := newFakeNow()
-	var q *Query
+	mon := New(WithMetrics(reg), WithStatusServer("127.0.0.1:0"), WithHealthRule(HealthRule{MaxAge: time.Minute}))
+	mon.now = clock.now
+	var q *engine.Query
 	type seen struct {
 		fams    map[string]*dto.MetricFamily
 		status  Status
@@ -111,13 +103,13 @@ func TestMetricsAndStatusServer(t *testing.T) {
 		healthz string
 	}
 	var during seen
-	q, err := NewQuery(stream, WithName("payments"), WithCheckpoint(cp), WithSink(memsink.New("out")), WithTrigger(AvailableNow()),
-		WithStatePartitions(2), WithMetrics(reg), WithStatusServer("127.0.0.1:0"), WithHealthRule(HealthRule{MaxAge: time.Minute}),
-		WithProgressListener(func(p Progress) {
+	q, err := engine.NewQuery(stream, engine.WithName("payments"), engine.WithCheckpoint(cp), engine.WithSink(memsink.New("out")),
+		engine.WithTrigger(engine.AvailableNow()), engine.WithStatePartitions(2), engine.WithListener(mon),
+		engine.WithProgressListener(func(p engine.Progress) {
 			if p.BatchID != 2 {
 				return
 			}
-			base := "http://" + q.StatusAddr()
+			base := "http://" + mon.StatusAddr()
 			during.fams = scrape(t, base+"/metrics")
 			code, body := get(t, base+"/status")
 			if code != 200 || json.Unmarshal([]byte(body), &during.status) != nil {
@@ -131,7 +123,6 @@ func TestMetricsAndStatusServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	monitorOfQuery(q).now = clock.now
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := q.Run(ctx); err != nil {
@@ -182,7 +173,7 @@ func TestMetricsAndStatusServer(t *testing.T) {
 		t.Errorf("/healthz when stale: %d %q", during.stale, during.reason)
 	}
 	// After Run: the server is gone, the metrics stay with running = 0.
-	if a := q.StatusAddr(); a != "" {
+	if a := mon.StatusAddr(); a != "" {
 		t.Errorf("StatusAddr after Run = %q", a)
 	}
 	fams, err := reg.Gather()
@@ -200,34 +191,31 @@ func TestMetricsAndStatusServer(t *testing.T) {
 
 func TestMetricsRegistration(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	mk := func() *monitor {
-		c := defaultConfig()
-		WithMetrics(reg)(&c)
-		return monitorOf(&c)
+	start := func(l *Listener, id, name string) error {
+		return l.OnQueryStart(engine.QueryInfo{ID: id, RunID: "run-" + id, Name: name, Trigger: engine.Once()})
 	}
-	a := mk()
-	a.started("id-a", "run-a", "orders")
-	if err := a.startErr(); err != nil {
+	a := New(WithMetrics(reg))
+	if err := start(a, "a", "orders"); err != nil {
 		t.Fatal(err)
 	}
 	// A second running query of the same name: a clear error, no panic.
-	b := mk()
-	b.started("id-b", "run-b", "orders")
-	err := b.startErr()
-	if err == nil || !strings.Contains(err.Error(), `metrics of query "orders" are already registered by a running query`) {
+	b := New(WithMetrics(reg))
+	err := start(b, "b", "orders")
+	if !errors.Is(err, engine.ErrConcurrentDriver) || !strings.Contains(err.Error(), `metrics of query "orders" are already registered by a running query`) {
 		t.Fatalf("second registration: %v", err)
 	}
+	if st := b.status(); st.State != "stopped" || st.LastError != err.Error() {
+		t.Fatalf("after a failed start: state %s, last error %q", st.State, st.LastError)
+	}
 	// Another name is fine.
-	c := mk()
-	c.started("id-c", "run-c", "refunds")
-	if err := c.startErr(); err != nil {
+	c := New(WithMetrics(reg))
+	if err := start(c, "c", "refunds"); err != nil {
 		t.Fatal(err)
 	}
 	// Once the first stopped, a restart of the same name takes over.
-	a.stopped(nil)
-	d := mk()
-	d.started("id-d", "run-d", "orders")
-	if err := d.startErr(); err != nil {
+	a.OnQueryStop(nil)
+	d := New(WithMetrics(reg))
+	if err := start(d, "d", "orders"); err != nil {
 		t.Fatalf("restart after stop: %v", err)
 	}
 	if _, err := reg.Gather(); err != nil {
@@ -237,25 +225,16 @@ func TestMetricsRegistration(t *testing.T) {
 
 func TestStatusServerAddressInUse(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	c := defaultConfig()
-	WithStatusServer("127.0.0.1:0")(&c)
-	a := monitorOf(&c)
-	a.started("id", "run", "q")
-	if err := a.startErr(); err != nil {
+	a := New(WithStatusServer("127.0.0.1:0"))
+	if err := a.OnQueryStart(engine.QueryInfo{ID: "id", RunID: "run", Name: "q", Trigger: engine.Once()}); err != nil {
 		t.Fatal(err)
 	}
-	a.mu.Lock()
-	addr := a.mu.listenAddr
-	a.mu.Unlock()
-	c2 := defaultConfig()
-	WithStatusServer(addr)(&c2)
-	b := monitorOf(&c2)
-	b.started("id2", "run2", "q2")
-	if err := b.startErr(); err == nil || !strings.Contains(err.Error(), "status server: listen on "+addr) {
+	addr := a.StatusAddr()
+	b := New(WithStatusServer(addr))
+	if err := b.OnQueryStart(engine.QueryInfo{ID: "id2", RunID: "run2", Name: "q2", Trigger: engine.Once()}); err == nil || !strings.Contains(err.Error(), "monitor: status server: listen on "+addr) {
 		t.Fatalf("second listener on %s: %v", addr, err)
 	}
-	b.stopped(nil)
-	a.stopped(nil)
+	a.OnQueryStop(nil)
 }
 
 func TestHealthRule(t *testing.T) {
@@ -263,18 +242,18 @@ func TestHealthRule(t *testing.T) {
 	cases := []struct {
 		name     string
 		rule     HealthRule
-		st       monitorState
+		st       state
 		now      time.Duration // after t0
 		ok       bool
 		reasonIn string
 	}{
-		{"not running", HealthRule{}, monitorState{startedAt: t0}, 0, false, "not running"},
-		{"fresh", HealthRule{}, monitorState{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Minute}, 9 * time.Minute, true, ""},
-		{"ten intervals", HealthRule{}, monitorState{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Minute}, 11 * time.Minute, false, "more than the 10m0s"},
-		{"floor for short intervals", HealthRule{}, monitorState{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Second}, 4 * time.Minute, true, ""},
-		{"custom intervals", HealthRule{Intervals: 3, MinAge: time.Second}, monitorState{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Second}, 4 * time.Second, false, "more than the 3s"},
-		{"no commit yet counts from the start", HealthRule{MaxAge: time.Minute}, monitorState{running: true, startedAt: t0}, 2 * time.Minute, false, "the start, with no commit since,"},
-		{"disabled", HealthRule{Disabled: true}, monitorState{running: true, startedAt: t0}, 100 * time.Hour, true, ""},
+		{"not running", HealthRule{}, state{startedAt: t0}, 0, false, "not running"},
+		{"fresh", HealthRule{}, state{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Minute}, 9 * time.Minute, true, ""},
+		{"ten intervals", HealthRule{}, state{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Minute}, 11 * time.Minute, false, "more than the 10m0s"},
+		{"floor for short intervals", HealthRule{}, state{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Second}, 4 * time.Minute, true, ""},
+		{"custom intervals", HealthRule{Intervals: 3, MinAge: time.Second}, state{running: true, startedAt: t0, lastCommitAt: t0, interval: time.Second}, 4 * time.Second, false, "more than the 3s"},
+		{"no commit yet counts from the start", HealthRule{MaxAge: time.Minute}, state{running: true, startedAt: t0}, 2 * time.Minute, false, "the start, with no commit since,"},
+		{"disabled", HealthRule{Disabled: true}, state{running: true, startedAt: t0}, 100 * time.Hour, true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,7 +264,12 @@ func TestHealthRule(t *testing.T) {
 		})
 	}
 	// A schedule's interval is the gap between its ticks.
-	if d := triggerInterval(Scheduled(EverySchedule(time.Hour)), t0); d != time.Hour {
+	l := New()
+	l.now = func() time.Time { return t0 }
+	if err := l.OnQueryStart(engine.QueryInfo{Trigger: engine.Scheduled(cron.Every(time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.state().interval; d != time.Hour {
 		t.Fatalf("schedule interval %s", d)
 	}
 }
@@ -334,10 +318,9 @@ func (l *lagSource) Metrics() map[string]any { return map[string]any{"partitions
 func TestMetricsLagSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	src := &lagSource{seqSource: newSeq(30, 10, 3), lags: []partitionStats{{"pay", 0, 20}, {"pay", 1, 5}}}
-	var q *Query
-	q, err := NewQuery(ReadStream(src), WithName("lagged"), WithCheckpoint(localStore(t)), WithSink(memsink.New("o")),
-		WithTrigger(AvailableNow()), WithMetrics(reg),
-		WithProgressListener(func(p Progress) {
+	q, err := engine.NewQuery(engine.ReadStream(src), engine.WithName("lagged"), engine.WithCheckpoint(localStore(t)), engine.WithSink(memsink.New("o")),
+		engine.WithTrigger(engine.AvailableNow()), engine.WithListener(New(WithMetrics(reg))),
+		engine.WithProgressListener(func(p engine.Progress) {
 			// Partition 1 goes away after batch 0; partition 0 catches up.
 			src.lags = []partitionStats{{"pay", 0, 20 - 10*(p.BatchID+1)}}
 		}))
@@ -371,14 +354,16 @@ func TestMetricsLagSeries(t *testing.T) {
 func TestMetricsConflictFailsRun(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	bs := &blockingSink{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	q1, err := NewQuery(ReadStream(newSeq(10, 0, 2)), WithName("dup"), WithCheckpoint(localStore(t)), WithSink(bs), WithTrigger(Once()), WithMetrics(reg))
+	q1, err := engine.NewQuery(engine.ReadStream(newSeq(10, 0, 2)), engine.WithName("dup"), engine.WithCheckpoint(localStore(t)), engine.WithSink(bs),
+		engine.WithTrigger(engine.Once()), engine.WithListener(New(WithMetrics(reg))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- q1.Run(context.Background()) }()
 	<-bs.entered
-	q2, err := NewQuery(ReadStream(newSeq(10, 0, 2)), WithName("dup"), WithCheckpoint(localStore(t)), WithSink(memsink.New("b")), WithTrigger(Once()), WithMetrics(reg))
+	q2, err := engine.NewQuery(engine.ReadStream(newSeq(10, 0, 2)), engine.WithName("dup"), engine.WithCheckpoint(localStore(t)), engine.WithSink(memsink.New("b")),
+		engine.WithTrigger(engine.Once()), engine.WithListener(New(WithMetrics(reg))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,14 +372,56 @@ func TestMetricsConflictFailsRun(t *testing.T) {
 	if err1 := <-done; err1 != nil {
 		t.Fatal(err1)
 	}
-	if err == nil {
-		t.Skip("the driver does not check startFailer after started yet (engine/query.go hook); the conflict is tested in TestMetricsRegistration")
-	}
-	if !strings.Contains(err.Error(), `metrics of query "dup" are already registered by a running query`) {
+	if !errors.Is(err, engine.ErrConcurrentDriver) || !strings.Contains(err.Error(), `metrics of query "dup" are already registered by a running query`) {
 		t.Fatalf("second query: %v", err)
 	}
 	// q1 stopped: running it again re-registers its own metrics.
 	if err := q1.Run(context.Background()); err != nil {
 		t.Fatalf("re-run of the first query: %v", err)
+	}
+}
+
+// One Listener given to two queries: the second fails to start and leaves
+// the first's status, metrics and server alone.
+func TestListenerServesOneQueryAtATime(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	reg := prometheus.NewRegistry()
+	mon := New(WithMetrics(reg), WithStatusServer("127.0.0.1:0"))
+	bs := &blockingSink{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	q1, err := engine.NewQuery(engine.ReadStream(newSeq(10, 0, 2)), engine.WithName("first"), engine.WithCheckpoint(localStore(t)), engine.WithSink(bs),
+		engine.WithTrigger(engine.Once()), engine.WithListener(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- q1.Run(context.Background()) }()
+	<-bs.entered
+	addr := mon.StatusAddr()
+	out := memsink.New("b")
+	q2, err := engine.NewQuery(engine.ReadStream(newSeq(10, 0, 2)), engine.WithName("second"), engine.WithCheckpoint(localStore(t)), engine.WithSink(out),
+		engine.WithTrigger(engine.Once()), engine.WithListener(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = q2.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `already serves the running query "first"`) {
+		t.Fatalf("second query on the same Listener: %v", err)
+	}
+	if ids := out.BatchIDs(); len(ids) != 0 {
+		t.Fatalf("the second query ran batches %v", ids)
+	}
+	if st := mon.status(); st.Name != "first" || st.State != "running" || mon.StatusAddr() != addr || addr == "" {
+		t.Fatalf("the first query's status changed: %+v at %q (was %q)", st, mon.StatusAddr(), addr)
+	}
+	if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
+		t.Fatalf("/healthz of the first query: %d", code)
+	}
+	close(bs.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// After the first returned, the Listener may serve the second.
+	if err := q2.Run(context.Background()); err != nil {
+		t.Fatalf("second query after the first stopped: %v", err)
 	}
 }

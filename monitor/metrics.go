@@ -1,4 +1,4 @@
-package engine
+package monitor
 
 import (
 	"encoding/json"
@@ -7,230 +7,17 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onceflow/onceflow/engine"
 )
-
-// WithMetrics exports the query's metrics through reg (never a global
-// registry). They are registered when Run has opened the checkpoint (the
-// query's name is known then) with a const label query=<name>, and stay
-// registered after Run returns, with onceflow_query_running at 0, so the
-// last values remain scrapeable. A later Run of a query of the same name
-// on reg takes them over; while one is running, a second one fails to
-// start with an error naming the query. Default: no metrics (or a private
-// registry behind WithStatusServer's /metrics).
-//
-// The metrics, all labelled query:
-//
-//	onceflow_query_running                     1 while Run runs, else 0
-//	onceflow_seconds_since_last_commit         at scrape time: since this run's last commit, or since the run started
-//	onceflow_last_committed_batch_id           newest committed batch id (-1 before any)
-//	onceflow_last_batch_duration_seconds       duration of the newest batch
-//	onceflow_batch_duration_seconds            histogram of batch durations
-//	onceflow_batches_total                     batches committed
-//	onceflow_recovered_batches_total           batches re-run from the write-ahead log after a restart
-//	onceflow_input_rows_total{source}          rows read, per source
-//	onceflow_output_rows_total{sink}           rows handed to each sink
-//	onceflow_source_lag{source,partition}      records available and not yet planned (sources that report it)
-//	onceflow_state_rows{operator}              live state rows
-//	onceflow_state_memory_bytes{operator}      memory the state's working copy uses
-//	onceflow_late_rows_dropped_total{operator} rows dropped as older than the watermark
-//
-// Source lag comes from the source's SourceMetrics: a "partitions" entry
-// holding a list of objects with "topic", "partition" and "lag" members
-// (any letter case, so the JSON of the Kafka source's PartitionStats
-// qualifies), or a "lag" entry mapping partition names to numbers.
-// Sources that report neither have no lag series.
-func WithMetrics(reg prometheus.Registerer) Option {
-	return func(c *config) { monitorOf(c).reg = reg }
-}
-
-// startFailer is implemented by an observer whose start can fail (a
-// metrics registration conflict, a status address in use). The driver
-// checks it after calling started and fails Run with the error.
-type startFailer interface {
-	startErr() error
-}
-
-var _ startFailer = (*monitor)(nil)
-
-// monitor is the observer behind WithMetrics and WithStatusServer. One per
-// query, found in the config's observers.
-type monitor struct {
-	cfg  *config // read at start, after every option was applied
-	now  func() time.Time
-	reg  prometheus.Registerer
-	addr string
-	rule HealthRule
-
-	mu struct {
-		sync.Mutex
-		queryID, runID, name string
-		running              bool
-		startedAt            time.Time
-		lastCommitAt         time.Time
-		last                 *Progress
-		lastErr              error
-		startErr             error
-		interval             time.Duration
-		listenAddr           string
-	}
-	metrics *queryMetrics
-	server  *statusServer
-}
-
-func monitorOf(c *config) *monitor {
-	for _, o := range c.observers {
-		if m, ok := o.(*monitor); ok {
-			return m
-		}
-	}
-	m := &monitor{cfg: c, now: time.Now}
-	c.observers = append(c.observers, m)
-	return m
-}
-
-func (m *monitor) started(queryID, runID, name string) {
-	now := m.now()
-	m.mu.Lock()
-	m.mu.queryID, m.mu.runID, m.mu.name = queryID, runID, name
-	m.mu.running = true
-	m.mu.startedAt = now
-	m.mu.lastCommitAt = time.Time{}
-	m.mu.last = nil
-	m.mu.lastErr = nil
-	m.mu.startErr = nil
-	m.mu.interval = triggerInterval(m.cfg.trigger, now)
-	m.mu.Unlock()
-
-	var errs []error
-	reg := m.reg
-	if reg == nil && m.addr != "" {
-		reg = prometheus.NewRegistry() // private, for /metrics
-		m.reg = reg
-	}
-	if reg != nil {
-		qm := m.metrics
-		if qm == nil || qm.name != name {
-			qm = newQueryMetrics(name, m)
-		}
-		// Again on every Run: another query of the name may have taken
-		// the registration over while this one was stopped.
-		if err := qm.register(reg); err != nil {
-			errs = append(errs, err)
-		} else {
-			m.metrics = qm
-		}
-	}
-	if m.addr != "" && len(errs) == 0 {
-		srv, err := startStatusServer(m)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			m.server = srv
-		}
-	}
-	m.mu.Lock()
-	m.mu.startErr = errors.Join(errs...)
-	m.mu.Unlock()
-}
-
-func (m *monitor) startErr() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.mu.startErr
-}
-
-func (m *monitor) committed(p *Progress) {
-	m.mu.Lock()
-	m.mu.last = p
-	m.mu.lastCommitAt = m.now()
-	m.mu.Unlock()
-	if m.metrics != nil {
-		m.metrics.observe(p)
-	}
-}
-
-func (m *monitor) recovered(int64) {
-	if m.metrics != nil {
-		m.metrics.recovered.Inc()
-	}
-}
-
-func (m *monitor) stopped(err error) {
-	m.mu.Lock()
-	m.mu.running = false
-	m.mu.lastErr = err
-	m.mu.Unlock()
-	if m.server != nil {
-		m.server.shutdown()
-		m.server = nil
-	}
-	m.mu.Lock()
-	m.mu.listenAddr = ""
-	m.mu.Unlock()
-}
-
-// snapshot is what the status endpoint and the gauges read.
-type monitorState struct {
-	queryID, runID, name string
-	running              bool
-	startedAt            time.Time
-	lastCommitAt         time.Time
-	last                 *Progress
-	lastErr              error
-	interval             time.Duration
-}
-
-func (m *monitor) state() monitorState {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return monitorState{
-		queryID: m.mu.queryID, runID: m.mu.runID, name: m.mu.name, running: m.mu.running,
-		startedAt: m.mu.startedAt, lastCommitAt: m.mu.lastCommitAt, last: m.mu.last, lastErr: m.mu.lastErr,
-		interval: m.mu.interval,
-	}
-}
-
-// sinceCommit is the time since this run's last commit, or since it
-// started when it has committed nothing yet.
-func (s monitorState) sinceCommit(now time.Time) time.Duration {
-	ref := s.lastCommitAt
-	if ref.IsZero() {
-		ref = s.startedAt
-	}
-	if ref.IsZero() {
-		return 0
-	}
-	return now.Sub(ref)
-}
-
-// triggerInterval is the expected time between batches: the processing
-// interval, or the gap between two ticks of a schedule, or 0.
-func triggerInterval(t Trigger, now time.Time) time.Duration {
-	switch t.kind {
-	case triggerEvery:
-		return t.interval
-	case triggerSchedule:
-		if t.schedule == nil {
-			return 0
-		}
-		a := t.schedule.Next(now)
-		b := t.schedule.Next(a)
-		if a.IsZero() || b.IsZero() {
-			return 0
-		}
-		return b.Sub(a)
-	}
-	return 0
-}
 
 // queryMetrics are one query's collectors, registered as one Collector.
 type queryMetrics struct {
 	name string
-	mon  *monitor
+	mon  *Listener
 
 	running, sinceCommit            prometheus.GaugeFunc
 	lastBatchID, lastDuration       prometheus.Gauge
@@ -242,7 +29,7 @@ type queryMetrics struct {
 	all                             []prometheus.Collector
 }
 
-func newQueryMetrics(name string, mon *monitor) *queryMetrics {
+func newQueryMetrics(name string, mon *Listener) *queryMetrics {
 	cl := prometheus.Labels{"query": name}
 	opts := func(n, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: "onceflow", Name: n, Help: help, ConstLabels: cl}
@@ -303,16 +90,16 @@ func (q *queryMetrics) register(reg prometheus.Registerer) error {
 			err = reg.Register(q)
 		}
 		if errors.As(err, &are) {
-			return fmt.Errorf("%w: metrics of query %q are already registered by a running query on this registry; give each query its own name (WithName)", ErrConcurrentDriver, q.name)
+			return fmt.Errorf("%w: metrics of query %q are already registered by a running query on this registry; give each query its own name (engine.WithName)", engine.ErrConcurrentDriver, q.name)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("engine: register metrics of query %q: %w", q.name, err)
+		return fmt.Errorf("monitor: register metrics of query %q: %w", q.name, err)
 	}
 	return nil
 }
 
-func (q *queryMetrics) observe(p *Progress) {
+func (q *queryMetrics) observe(p *engine.Progress) {
 	q.batches.Inc()
 	q.lastBatchID.Set(float64(p.BatchID))
 	d := time.Duration(p.BatchDurationMs) * time.Millisecond

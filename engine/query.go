@@ -255,22 +255,18 @@ func (r *run) main(ctx context.Context) error {
 			}
 		}
 	}
-	newest := int64(-1) // the newest planned batch
-	if havePlan {
-		newest = lastPlanID
+	pos, err := r.sinkPositions(ctx, havePlan && lastPlanID == r.committed+1)
+	if err != nil {
+		return err
 	}
-	for _, s := range starting {
-		p, ok := s.(SinkPosition)
-		if !ok {
-			continue
+	for _, s := range cfg.sinks {
+		if err := pos.check(ctx, "sink", s); err != nil {
+			return err
 		}
-		id, has, err := p.LastBatchID(ctx)
-		if err != nil {
-			return fmt.Errorf("engine: sink %s: read its last applied batch: %w", describe(s), err)
-		}
-		if has && id > newest {
-			return fmt.Errorf("%w: sink %s has applied batch %d, but the checkpoint %s has planned only up to %d; the checkpoint is older than the output (restored from a copy?) and its next batches would be skipped as already applied. Use the checkpoint that wrote the output, or a new output",
-				ErrIncompatibleRestart, describe(s), id, storage.Redact(cfg.checkpoint.URL()), newest)
+	}
+	if cfg.lateRows != nil {
+		if err := pos.check(ctx, "late-rows sink", cfg.lateRows); err != nil {
+			return err
 		}
 	}
 	if r.ex.agg != nil {
@@ -583,7 +579,13 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 
 	// Sinks: the late rows first, then the output.
 	t = time.Now()
-	if cfg.lateRows != nil && len(ex.late) > 0 {
+	// The late-rows sink gets every batch, with or without late rows, so
+	// its position is the newest commit like every other sink's (see
+	// positions.check) and a files sink's log has no holes.
+	if cfg.lateRows != nil {
+		if err := r.checkCurrent(ctx, id); err != nil {
+			return err
+		}
 		if err := cfg.lateRows.AddBatch(ctx, id, ex.agg.inSchema, ex.late); err != nil {
 			return fmt.Errorf("engine: batch %d: late-rows sink %s: %w", id, describe(cfg.lateRows), err)
 		}

@@ -27,9 +27,14 @@
 // process exits 1; with -dead-letter DIR bad lines go to
 // DIR/deadletter-<k>.jsonl with their reason and every good line is written.
 //
-// The lake recognises a batch by its id, so it refuses to start when the
-// checkpoint is not the one that wrote the lake (lost, replaced): a new
-// checkpoint would number batches from 0 again and the lake would skip them.
+// The lake recognises a batch by its id, so the run refuses to start when
+// the lake and the checkpoint do not belong together: a checkpoint that is
+// not the one that wrote the lake (lost, replaced) would number batches
+// from 0 again and the lake would skip them (the files sink refuses another
+// query's table); an older copy of the checkpoint would re-plan batch ids
+// the lake holds, and a lake restored from an older copy would never get
+// the batches it lost (the engine compares the lake's newest batch with the
+// checkpoint's newest commit).
 package main
 
 import (
@@ -47,6 +52,11 @@ import (
 	"github.com/onceflow/onceflow/storage"
 	"github.com/onceflow/onceflow/storage/s3store"
 )
+
+// The engine compares the sink's newest batch with the checkpoint at start
+// (engine.SinkPosition), which refuses an output that lost batches or a
+// checkpoint older than the output.
+var _ engine.SinkPosition = (*filesink.Sink)(nil)
 
 func main() {
 	if err := run(); err != nil {
@@ -98,14 +108,6 @@ func run() error {
 		return fmt.Errorf("open lake: %w", err)
 	}
 	defer table.Close()
-
-	version, err := filesink.Version(ctx, table)
-	if err != nil {
-		return err
-	}
-	if err := payments.CheckSinkMatches(ctx, cp, version, "lake "+storage.Redact(table.URL())); err != nil {
-		return err
-	}
 
 	srcOpts := []files.Option{files.WithMaxFilesPerTrigger(*maxFiles)}
 	if *deadLetter != "" {

@@ -40,6 +40,11 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
+// The engine compares the sink's newest batch with the checkpoint at start
+// (engine.SinkPosition), which refuses an output that lost batches or a
+// checkpoint older than the output.
+var _ engine.SinkPosition = (*kafkasink.Sink)(nil)
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "settlements:", err)

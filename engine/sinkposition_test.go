@@ -196,7 +196,7 @@ func TestForkIntoNewSinkIsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := localStore(t)
-	if err := ForkCheckpoint(context.Background(), f.cp, dst, 2); err != nil {
+	if _, err := ForkCheckpoint(context.Background(), f.cp, dst, 2); err != nil {
 		t.Fatal(err)
 	}
 	f.cp, f.lakeDir = dst, filepath.Join(t.TempDir(), "fork-lake")

@@ -39,6 +39,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -65,7 +66,9 @@ func main() {
 	}
 }
 
-func run() error {
+// run owns everything it opens and closes it when the query has stopped
+// (the engine never closes what it is given).
+func run() (err error) {
 	input := flag.String("input", "", "landing directory of payment JSON-lines files (required)")
 	lake := flag.String("lake", "", "lake table: a directory or s3://bucket/prefix (required)")
 	cpLoc := flag.String("checkpoint", "", "checkpoint: a directory or s3://bucket/prefix (required)")
@@ -102,12 +105,12 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("open checkpoint: %w", err)
 	}
-	defer cp.Close()
+	defer func() { err = errors.Join(err, cp.Close()) }()
 	table, err := storage.Open(ctx, *lake, openers)
 	if err != nil {
 		return fmt.Errorf("open lake: %w", err)
 	}
-	defer table.Close()
+	defer func() { err = errors.Join(err, table.Close()) }()
 
 	srcOpts := []files.Option{files.WithMaxFilesPerTrigger(*maxFiles)}
 	if *deadLetter != "" {

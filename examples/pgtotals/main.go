@@ -35,6 +35,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -67,7 +68,9 @@ func main() {
 	}
 }
 
-func run() error {
+// run owns everything it opens and closes it when the query has stopped
+// (the engine never closes what it is given).
+func run() (err error) {
 	input := flag.String("input", "", "landing directory of payment JSON-lines files (required)")
 	cpLoc := flag.String("checkpoint", "", "checkpoint: a directory or s3://bucket/prefix (required)")
 	dsn := flag.String("dsn", os.Getenv(DSNEnvVar), "PostgreSQL URL (default $"+DSNEnvVar+")")
@@ -108,7 +111,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("open checkpoint: %w", err)
 	}
-	defer cp.Close()
+	defer func() { err = errors.Join(err, cp.Close()) }()
 	pool, err := postgres.Connect(ctx, *dsn)
 	if err != nil {
 		return err

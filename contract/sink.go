@@ -10,7 +10,9 @@ import (
 // once in effect. AddBatch may be called again with the same batchID and the
 // same rows after a crash or a failed attempt; the sink makes the repeat
 // harmless (it is idempotent in batchID). The engine never calls AddBatch(N)
-// before offsets/N is durable, and calls batches in increasing order.
+// before offsets/N is durable, and calls batches in increasing order with
+// no id left out: every batch reaches every sink (the late-rows sink
+// included), with rows or without.
 //
 // records share schema; there may be none. The sink must not keep them past
 // the call without retaining them.
@@ -57,11 +59,19 @@ type SchemaValidator interface {
 
 // SinkPosition is implemented by a sink that knows the newest batch id it
 // has applied (a file sink's log version, an offsets-in-sink progress row, a
-// Kafka sink's committed marker). The engine asks after Start and refuses to
-// run when the sink is ahead of the checkpoint's newest plan: the checkpoint
-// is older than the output (restored from a copy, say), and re-planned batch
-// ids would be skipped by the sink as already applied. ok is false when the
-// sink has applied nothing.
+// Kafka sink's committed marker). ok is false when the sink has applied
+// nothing.
+//
+// The engine asks every such sink (the late-rows sink too) after Start and
+// refuses to run, with ErrIncompatibleRestart, unless the answer is the
+// checkpoint's newest commit, or the batch after it when that batch is
+// planned (the sink applied it before the driver died), or nothing while
+// the checkpoint has committed none of its own batches. A sink ahead of the
+// checkpoint would skip re-planned batch ids as already applied; a sink
+// behind it (restored from a backup, failed over to a replica that lagged)
+// would never get the batches it lost. A sink that keeps no position in
+// some configuration (an upsert sink) returns an error wrapping
+// errors.ErrUnsupported, and a sink reporting AtLeastOnce is not asked.
 type SinkPosition interface {
 	LastBatchID(ctx context.Context) (id int64, ok bool, err error)
 }

@@ -41,6 +41,12 @@
 //   - A restart that changes what the first batch fixed (partition count,
 //     grouping keys or state schema, removed sources or stateful
 //     operators) fails before any batch runs, listing each difference.
+//   - A sink that knows its newest applied batch (SinkPosition) must be at
+//     the newest commit (or the planned batch after it) when a run starts:
+//     one ahead of the checkpoint would skip re-planned batches, one behind
+//     it (restored from a backup, failed over to a lagging replica) would
+//     never get the batches it lost. Either fails before any batch runs,
+//     naming the sink, both batch ids and the way out.
 //
 // # Checkpoint layout
 //
@@ -51,6 +57,15 @@
 //	state/<operator>/<partition>/  statestore files
 //	sources/<i>/                   the source's own log, if it keeps one
 //	.lock                          local checkpoints only: the driver lock
+//
+// # Lifecycle
+//
+// NewQuery checks the definition; Run opens the checkpoint, starts the
+// sinks, recovers and runs batches until the trigger ends, Stop is called
+// or its context ends, and waits for the state snapshots it started in the
+// background. Stop is final: a later Run returns nil at once. The caller
+// owns the sources, sinks and stores it passes in and closes them after
+// the last Run.
 //
 // A Query is not safe for concurrent Run calls; Stop and LastProgress may
 // be called from any goroutine.

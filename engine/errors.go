@@ -12,6 +12,4 @@ var (
 	ErrIncompatibleRestart = errors.New("engine: incompatible restart")
 	// ErrInvalidQuery is returned for a query definition that cannot run.
 	ErrInvalidQuery = errors.New("engine: invalid query")
-	// ErrStopped is returned by Run after Stop finished the batch in flight.
-	ErrStopped = errors.New("engine: query stopped")
 )

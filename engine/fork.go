@@ -37,6 +37,23 @@ type ForkStats struct {
 	LogEntries  int // offsets/, commits/ and progress/ entries
 	StateFiles  int
 	SourceFiles int
+	// LeftOut names the source objects not copied because they belong to
+	// the original query's identity (see ForkCheckpoint).
+	LeftOut []string
+}
+
+// deadLetterIDFile is the object in which the Kafka source keeps its
+// dead-letter transactional id (source/kafka.DeadLetterIDFile, pinned by
+// TestForkGetsItsOwnKafkaDeadLetterID; docs/format/kafka.md).
+const deadLetterIDFile = "deadletter.json"
+
+// identityFile reports whether name, a checkpoint object under sources/,
+// names the original query's identity outside the checkpoint rather than
+// its position, so a fork must not copy it: sources/<i>/deadletter.json.
+func identityFile(name string) bool {
+	dir, base := path.Split(name)
+	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	return base == deadLetterIDFile && len(parts) == 2 && parts[0] == sourcesDir
 }
 
 // ForkCheckpoint makes dst, an empty checkpoint, a copy of src as it was
@@ -49,9 +66,19 @@ type ForkStats struct {
 // for every stateful operator partition the snapshot and deltas that
 // version fromBatch-1 loads from (checked by loading it), and every
 // source's own log under sources/ whole (a files source then takes again
-// exactly the files its later batches took, if they still exist). It
-// refuses when batch fromBatch-1 is not committed, is older than what src
-// retains, or its state was purged, and when dst is not empty.
+// exactly the files its later batches took, if they still exist), except
+// what names the original query outside the checkpoint: the Kafka
+// source's dead-letter transactional id, sources/<i>/deadletter.json. The
+// fork's source makes an id of its own at its first start; sharing the
+// original's would have each query fence the other's dead-letter producer
+// and take the other's progress markers for its own. So a fork's source
+// produces the dead letters of the batches it replays again, under its
+// own id: give the fork a dead-letter topic of its own, as it has sinks of
+// its own, or expect those dead letters twice in a shared one. (A
+// DeadLetterTransactionalID set in the source's options is the user's:
+// give the fork another.) It refuses when batch fromBatch-1 is not
+// committed, is older than what src retains, or its state was purged, and
+// when dst is not empty. It returns what it copied.
 //
 // Why not rewind src by hand (delete offsets/N… and commits/N…)? Every
 // sink is idempotent in the batch id, and the old run already gave the
@@ -67,9 +94,8 @@ type ForkStats struct {
 // The copy is ordered so that an interrupted fork is refused by the
 // engine (commits without their write-ahead entries) until its last file,
 // offsets/<fromBatch-1>, is written; delete dst and fork again.
-func ForkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64) error {
-	_, err := forkCheckpoint(ctx, src, dst, fromBatch, time.Now())
-	return err
+func ForkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64) (ForkStats, error) {
+	return forkCheckpoint(ctx, src, dst, fromBatch, time.Now())
 }
 
 func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64, now time.Time) (ForkStats, error) {
@@ -135,6 +161,10 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 	// metadata, offsets/last. Until offsets/last exists the engine
 	// refuses dst (commits beyond the write-ahead log).
 	for _, f := range sourceFiles {
+		if identityFile(f.Name) {
+			stats.LeftOut = append(stats.LeftOut, f.Name)
+			continue
+		}
 		if err := cp(f.Name); err != nil {
 			return stats, err
 		}

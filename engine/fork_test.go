@@ -157,7 +157,7 @@ func TestForkRefuses(t *testing.T) {
 			if tc.dst != nil {
 				dst = tc.dst(t)
 			}
-			err := ForkCheckpoint(ctx, src, dst, tc.from)
+			_, err := ForkCheckpoint(ctx, src, dst, tc.from)
 			if !errors.Is(err, ErrInvalidQuery) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrInvalidQuery containing %q", err, tc.want)
 			}
@@ -178,7 +178,7 @@ func TestInterruptedForkIsRefused(t *testing.T) {
 	}
 	for _, from := range []int64{1, 3} {
 		dst := localStore(t)
-		if err := ForkCheckpoint(ctx, src, dst, from); err != nil {
+		if _, err := ForkCheckpoint(ctx, src, dst, from); err != nil {
 			t.Fatal(err)
 		}
 		if err := dst.Delete(ctx, offsetlog.FileName(offsetsDir, from-1)); err != nil {
@@ -229,7 +229,7 @@ func TestForkReplaysTheSameFiles(t *testing.T) {
 		t.Fatalf("original batches %s", got)
 	}
 	dst := localStore(t)
-	if err := ForkCheckpoint(ctx, src, dst, 2); err != nil {
+	if _, err := ForkCheckpoint(ctx, src, dst, 2); err != nil {
 		t.Fatal(err)
 	}
 	write(4) // landed after the original run

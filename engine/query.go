@@ -41,7 +41,8 @@ type Query struct {
 	cfg    config
 	stream *Stream
 
-	stopping atomic.Bool
+	stop     chan struct{} // closed by Stop, once
+	stopOnce sync.Once
 	running  atomic.Bool
 
 	mu struct {
@@ -52,6 +53,10 @@ type Query struct {
 }
 
 // NewQuery checks the definition and returns a query ready to Run.
+//
+// The caller owns the sources, sinks and stores it hands over (the stream's
+// sources, WithSink, WithLateRows, WithCheckpoint): the query never closes
+// them. Close them after the last Run has returned.
 func NewQuery(stream *Stream, opts ...Option) (*Query, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -69,13 +74,29 @@ func NewQuery(stream *Stream, opts ...Option) (*Query, error) {
 		return nil, err
 	}
 	ex.release()
-	return &Query{cfg: cfg, stream: stream}, nil
+	return &Query{cfg: cfg, stream: stream, stop: make(chan struct{})}, nil
 }
 
-// Stop asks a running query to finish the batch in flight, commit it, and
-// return from Run with nil. Cancelling Run's context instead abandons the
-// batch in flight (safe: it is re-run on restart).
-func (q *Query) Stop() { q.stopping.Store(true) }
+// Stop asks the query to finish the batch in flight, commit it, and return
+// from Run with nil; a wait for the next trigger ends at once. Cancelling
+// Run's context instead abandons the batch in flight (safe: it is re-run on
+// restart).
+//
+// Stop is final and may be called any number of times, from any goroutine,
+// before or during Run: a Run that begins after Stop returns nil at once,
+// without opening the checkpoint. To run the query again, build a new
+// Query with NewQuery.
+func (q *Query) Stop() { q.stopOnce.Do(func() { close(q.stop) }) }
+
+// stopped reports whether Stop was called.
+func (q *Query) stopped() bool {
+	select {
+	case <-q.stop:
+		return true
+	default:
+		return false
+	}
+}
 
 // LastProgress returns the progress of the newest batch this run
 // committed, or nil.
@@ -116,13 +137,17 @@ type run struct {
 
 // Run runs the query until its trigger says to stop (Once, AvailableNow),
 // Stop is called, ctx is cancelled, or an error occurs. A cancelled ctx
-// returns ctx.Err(); Stop returns nil.
+// returns ctx.Err(); Stop returns nil (and a Run after Stop returns nil at
+// once). The state snapshots written in the background run on ctx; Run
+// waits for them and joins a failure of theirs into its result.
 func (q *Query) Run(ctx context.Context) (err error) {
 	if !q.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: this Query is already running", ErrConcurrentDriver)
 	}
 	defer q.running.Store(false)
-	q.stopping.Store(false)
+	if q.stopped() {
+		return nil
+	}
 	cfg := &q.cfg
 	unlock, locked, err := lockCheckpoint(cfg.checkpoint)
 	if err != nil {
@@ -154,8 +179,12 @@ func (q *Query) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer r.ex.release()
-	defer r.wg.Wait()
-	return r.main(ctx)
+	err = r.main(ctx)
+	r.wg.Wait() // background snapshots
+	if p := r.maintErr.Load(); p != nil && !errors.Is(err, *p) && !(ctx.Err() != nil && errors.Is(*p, ctx.Err())) {
+		err = errors.Join(err, *p)
+	}
+	return err
 }
 
 func (r *run) main(ctx context.Context) error {
@@ -245,22 +274,18 @@ func (r *run) main(ctx context.Context) error {
 			}
 		}
 	}
-	newest := int64(-1) // the newest planned batch
-	if havePlan {
-		newest = lastPlanID
+	pos, err := r.sinkPositions(ctx, havePlan && lastPlanID == r.committed+1)
+	if err != nil {
+		return err
 	}
-	for _, s := range starting {
-		p, ok := s.(SinkPosition)
-		if !ok {
-			continue
+	for _, s := range cfg.sinks {
+		if err := pos.check(ctx, "sink", s); err != nil {
+			return err
 		}
-		id, has, err := p.LastBatchID(ctx)
-		if err != nil {
-			return fmt.Errorf("engine: sink %s: read its last applied batch: %w", describe(s), err)
-		}
-		if has && id > newest {
-			return fmt.Errorf("%w: sink %s has applied batch %d, but the checkpoint %s has planned only up to %d; the checkpoint is older than the output (restored from a copy?) and its next batches would be skipped as already applied. Use the checkpoint that wrote the output, or a new output",
-				ErrIncompatibleRestart, describe(s), id, storage.Redact(cfg.checkpoint.URL()), newest)
+	}
+	if cfg.lateRows != nil {
+		if err := pos.check(ctx, "late-rows sink", cfg.lateRows); err != nil {
+			return err
 		}
 	}
 	if r.ex.agg != nil {
@@ -312,7 +337,7 @@ func (r *run) scheduled(ctx context.Context) error {
 		if err := r.sleep(ctx, next.Sub(now)); err != nil {
 			return err
 		}
-		if r.q.stopping.Load() {
+		if r.q.stopped() {
 			return nil
 		}
 		if err := r.prepareAvailableNow(ctx); err != nil {
@@ -331,7 +356,7 @@ func (r *run) loop(ctx context.Context) error {
 	start := cfg.clock.Now()
 	tick := 0
 	for {
-		if r.q.stopping.Load() {
+		if r.q.stopped() {
 			r.log.Info("stopped after committing batch", "batchId", r.committed)
 			return nil
 		}
@@ -386,24 +411,20 @@ func (r *run) loop(ctx context.Context) error {
 	}
 }
 
+// sleep waits d, or until Stop (returning nil: the caller then sees
+// stopped) or the end of ctx.
 func (r *run) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	// Poll for Stop so a graceful stop does not wait for a long interval.
-	for d > 0 {
-		step := min(d, 100*time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-r.cfg.clock.After(step):
-		}
-		if r.q.stopping.Load() {
-			return nil
-		}
-		d -= step
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.q.stop:
+		return nil
+	case <-r.cfg.clock.After(d):
+		return nil
 	}
-	return nil
 }
 
 func sourceID(src Source) string {
@@ -564,7 +585,13 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 
 	// Sinks: the late rows first, then the output.
 	t = time.Now()
-	if cfg.lateRows != nil && len(ex.late) > 0 {
+	// The late-rows sink gets every batch, with or without late rows, so
+	// its position is the newest commit like every other sink's (see
+	// positions.check) and a files sink's log has no holes.
+	if cfg.lateRows != nil {
+		if err := r.checkCurrent(ctx, id); err != nil {
+			return err
+		}
 		if err := cfg.lateRows.AddBatch(ctx, id, ex.agg.inSchema, ex.late); err != nil {
 			return fmt.Errorf("engine: batch %d: late-rows sink %s: %w", id, describe(cfg.lateRows), err)
 		}
@@ -609,7 +636,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	if err := r.purge(ctx, id); err != nil {
 		return err
 	}
-	r.maintain(id)
+	r.maintain(ctx, id)
 
 	total := time.Since(began) + planning
 	durs[PhaseTriggerExecution] = total.Milliseconds()
@@ -676,8 +703,10 @@ func (r *run) purge(ctx context.Context, committed int64) error {
 	return nil
 }
 
-// maintain writes state snapshots in the background, one pass at a time.
-func (r *run) maintain(committed int64) {
+// maintain writes state snapshots in the background, one pass at a time,
+// on ctx (Run's): a cancelled Run does not wait for a slow snapshot. Run
+// waits for the pass in flight and reports its error.
+func (r *run) maintain(ctx context.Context, committed int64) {
 	if r.ex.agg == nil || !r.maint.CompareAndSwap(false, true) {
 		return
 	}
@@ -687,7 +716,7 @@ func (r *run) maintain(committed int64) {
 		defer r.wg.Done()
 		defer r.maint.Store(false)
 		for p, part := range parts {
-			if err := part.store.Maintain(context.Background(), committed); err != nil {
+			if err := part.store.Maintain(ctx, committed); err != nil {
 				e := fmt.Errorf("engine: state maintenance of %s partition %d at version %d: %w", r.ex.agg.step.id, p, committed, err)
 				r.maintErr.Store(&e)
 				return

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -218,19 +219,37 @@ type sessPoint struct {
 	existing   int   // index into the current groups, or -1 for a batch row
 }
 
-// keyString encodes row i of the key columns for grouping in Go maps.
+// keyString encodes row i of the key columns for grouping in Go maps:
+// per column 0x00 for a null, else 0x01, the length of the value's bytes
+// as a uvarint, and the bytes (a string's or binary's own, any other
+// type's ValueStr). Length-prefixed, so two different keys never encode
+// alike, whatever bytes their strings hold. It lives only in memory: the
+// state stores the key columns themselves (docs/format/state.md).
 func keyString(cols []arrow.Array, i int) string {
-	var b strings.Builder
+	var b []byte
 	for _, c := range cols {
 		if c.IsNull(i) {
-			b.WriteByte(0)
+			b = append(b, 0)
 			continue
 		}
-		b.WriteByte(1)
-		b.WriteString(c.ValueStr(i))
-		b.WriteByte(0x1f)
+		var v string
+		switch a := c.(type) {
+		case *array.String:
+			v = a.Value(i)
+		case *array.LargeString:
+			v = a.Value(i)
+		case *array.Binary:
+			v = string(a.Value(i))
+		case *array.LargeBinary:
+			v = string(a.Value(i))
+		default:
+			v = c.ValueStr(i)
+		}
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
 	}
-	return b.String()
+	return string(b)
 }
 
 func tsValues(a arrow.Array) []arrow.Timestamp { return a.(*array.Timestamp).TimestampValues() }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 )
 
 // RunUntilSignal runs q until it ends by itself or a signal asks it to
@@ -33,13 +32,8 @@ func RunUntilSignal(ctx context.Context, q *Query, sigs ...os.Signal) error {
 	go func() { done <- q.Run(ctx) }()
 	var aborted os.Signal
 	stopping := false
-	// Stop is repeated until Run returns: a signal that came before Run
-	// began (which clears an earlier Stop) must not be lost.
-	var again <-chan time.Time
 	for {
 		select {
-		case <-again:
-			q.Stop()
 		case err := <-done:
 			if aborted != nil && err != nil {
 				return fmt.Errorf("engine: aborted by a second %v: %w", aborted, err)
@@ -49,10 +43,7 @@ func RunUntilSignal(ctx context.Context, q *Query, sigs ...os.Signal) error {
 			if !stopping {
 				stopping = true
 				q.cfg.logger.Info("stopping after the batch in flight; signal again to abort it", "signal", sig.String())
-				q.Stop()
-				t := time.NewTicker(100 * time.Millisecond)
-				defer t.Stop()
-				again = t.C
+				q.Stop() // final: it holds even if Run has not begun yet
 				continue
 			}
 			if aborted == nil {

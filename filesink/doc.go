@@ -20,6 +20,11 @@
 //     left by a failed or killed attempt is never part of the table.
 //   - A re-run of an uncommitted batch N writes the same file names
 //     (part-<N>-<partition rank>-<seq>), overwriting its earlier attempt.
+//   - The log has no holes: batch N is added only on top of batch N-1
+//     (an empty table takes any first id, a fork's), and a log with a
+//     hole that compaction did not leave (a table restored from an
+//     incomplete copy) is refused with ErrMissingBatches instead of being
+//     read as a table without those batches.
 //   - With WithMinFileSize, one log entry removes the merged small files
 //     and adds their replacement: every committed version holds each row
 //     exactly once.

@@ -18,4 +18,9 @@ var (
 	// ErrBadData is returned by AddBatch for a value the sink refuses to
 	// write (a null in a non-nullable column, a timestamp out of range).
 	ErrBadData = errors.New("filesink: bad data")
+	// ErrMissingBatches is returned when the table's log has a hole in its
+	// batch ids (a table restored from an incomplete copy: readers would
+	// see it without those batches), and by AddBatch for a batch id that
+	// would leave one. The message names the missing ids and the log object.
+	ErrMissingBatches = errors.New("filesink: batches missing from the table")
 )

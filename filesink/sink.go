@@ -150,6 +150,14 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 		}
 		return nil
 	}
+	if st.version >= 0 && batchID > st.version+1 {
+		what := fmt.Sprintf("batch %d", st.version+1)
+		if batchID > st.version+2 {
+			what = fmt.Sprintf("batches %d to %d", st.version+1, batchID-1)
+		}
+		return fmt.Errorf("filesink: batch %d: %w: the table %s ends at batch %d, so %s would be missing from it; a table takes every batch of its query, in order",
+			batchID, ErrMissingBatches, storage.Redact(s.table.URL()), st.version, what)
+	}
 	l, err := newLayout(schema, s.cfg.partitionBy)
 	if err != nil {
 		return fmt.Errorf("filesink: batch %d: %w", batchID, err)

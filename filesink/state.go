@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -162,12 +163,30 @@ func loadState(ctx context.Context, table storage.Store, lazy bool) (*tableState
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		st, err := loadStateOnce(ctx, table, lazy)
-		if err == nil || !storage.IsNotExist(err) {
+		// A hole may also be a listing that raced a compaction's purge
+		// (a directory read need not show an object created during it):
+		// list again before calling it a hole.
+		if err == nil || !(storage.IsNotExist(err) || errors.Is(err, ErrMissingBatches)) {
 			return st, err
 		}
 		lastErr = err
 	}
+	if errors.Is(lastErr, ErrMissingBatches) {
+		return nil, lastErr
+	}
 	return nil, fmt.Errorf("read log: objects kept disappearing while reading: %w", lastErr)
+}
+
+// missingBatches is the error for delta id following batch prev in the log
+// with the ids between them missing. Compaction never leaves such a hole:
+// it deletes only deltas a compact file covers.
+func missingBatches(table storage.Store, id, prev int64) error {
+	what := fmt.Sprintf("batch %d is", prev+1)
+	if id > prev+2 {
+		what = fmt.Sprintf("batches %d to %d are", prev+1, id-1)
+	}
+	return fmt.Errorf("%w: %s/%s follows batch %d, and %s not in the log (a table restored from an incomplete copy?); readers would see the table without them. Restore the missing %s objects, or write the query's output to a new table: %w",
+		ErrMissingBatches, storage.Redact(table.URL()), deltaName(id), prev, what, LogDir, offsetlog.ErrCorrupt)
 }
 
 func loadStateOnce(ctx context.Context, table storage.Store, lazy bool) (*tableState, error) {
@@ -184,10 +203,15 @@ func loadStateOnce(ctx context.Context, table storage.Store, lazy bool) (*tableS
 		}
 		from = c
 	}
+	prev := from // the batch the next delta must follow; -1: any (a fork's table starts at its batch)
 	for _, id := range ll.deltas {
 		if id <= from {
 			continue
 		}
+		if prev >= 0 && id != prev+1 {
+			return nil, missingBatches(table, id, prev)
+		}
+		prev = id
 		e, err := readEntry(ctx, table, deltaName(id))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", deltaName(id), err)

@@ -35,7 +35,8 @@ func checkpointFork(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	defer dst.Close()
-	if err := engine.ForkCheckpoint(ctx, src, dst, *from); err != nil {
+	stats, err := engine.ForkCheckpoint(ctx, src, dst, *from)
+	if err != nil {
 		return err
 	}
 	meta, err := engine.ReadMetadata(ctx, dst)
@@ -43,6 +44,10 @@ func checkpointFork(ctx context.Context, args []string, stdout io.Writer) error 
 		return errors.Join(errors.New("the fork was written but its metadata does not read back"), err)
 	}
 	fmt.Fprintf(stdout, "forked %s at batch %d into %s\nquery id %s (name %q)\n", storage.Redact(src.URL()), *from, storage.Redact(dst.URL()), meta.ID, meta.Name)
+	fmt.Fprintf(stdout, "copied %d log entries, %d state files, %d source files\n", stats.LogEntries, stats.StateFiles, stats.SourceFiles)
+	for _, name := range stats.LeftOut {
+		fmt.Fprintf(stdout, "left out %s: the fork's source makes its own at its first start\n", name)
+	}
 	fmt.Fprintf(stdout, "a query started on %s runs batch %d next; give it new sinks: its output replays batches %d onwards\n", storage.Redact(dst.URL()), *from, *from)
 	return nil
 }

@@ -73,7 +73,7 @@ func TestCheckpointFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "at batch 2 into file://") || !strings.Contains(out.String(), "runs batch 2 next") {
+	if !strings.Contains(out.String(), "at batch 2 into file://") || !strings.Contains(out.String(), "runs batch 2 next") || !strings.Contains(out.String(), "log entries") {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	replay := memsink.New("replay")

@@ -27,13 +27,19 @@
 // process exits 1; with -dead-letter DIR bad lines go to
 // DIR/deadletter-<k>.jsonl with their reason and every good line is written.
 //
-// The lake recognises a batch by its id, so it refuses to start when the
-// checkpoint is not the one that wrote the lake (lost, replaced): a new
-// checkpoint would number batches from 0 again and the lake would skip them.
+// The lake recognises a batch by its id, so the run refuses to start when
+// the lake and the checkpoint do not belong together: a checkpoint that is
+// not the one that wrote the lake (lost, replaced) would number batches
+// from 0 again and the lake would skip them (the files sink refuses another
+// query's table); an older copy of the checkpoint would re-plan batch ids
+// the lake holds, and a lake restored from an older copy would never get
+// the batches it lost (the engine compares the lake's newest batch with the
+// checkpoint's newest commit).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -48,6 +54,11 @@ import (
 	"github.com/onceflow/onceflow/storage/s3store"
 )
 
+// The engine compares the sink's newest batch with the checkpoint at start
+// (engine.SinkPosition), which refuses an output that lost batches or a
+// checkpoint older than the output.
+var _ engine.SinkPosition = (*filesink.Sink)(nil)
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "lake:", err)
@@ -55,7 +66,9 @@ func main() {
 	}
 }
 
-func run() error {
+// run owns everything it opens and closes it when the query has stopped
+// (the engine never closes what it is given).
+func run() (err error) {
 	input := flag.String("input", "", "landing directory of payment JSON-lines files (required)")
 	lake := flag.String("lake", "", "lake table: a directory or s3://bucket/prefix (required)")
 	cpLoc := flag.String("checkpoint", "", "checkpoint: a directory or s3://bucket/prefix (required)")
@@ -92,20 +105,12 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("open checkpoint: %w", err)
 	}
-	defer cp.Close()
+	defer func() { err = errors.Join(err, cp.Close()) }()
 	table, err := storage.Open(ctx, *lake, openers)
 	if err != nil {
 		return fmt.Errorf("open lake: %w", err)
 	}
-	defer table.Close()
-
-	version, err := filesink.Version(ctx, table)
-	if err != nil {
-		return err
-	}
-	if err := payments.CheckSinkMatches(ctx, cp, version, "lake "+storage.Redact(table.URL())); err != nil {
-		return err
-	}
+	defer func() { err = errors.Join(err, table.Close()) }()
 
 	srcOpts := []files.Option{files.WithMaxFilesPerTrigger(*maxFiles)}
 	if *deadLetter != "" {

@@ -25,13 +25,17 @@
 // -dead-letter DIR bad lines go there and every good line is counted.
 //
 // The progress row recognises a batch by its id, so pgtotals refuses to
-// start when the checkpoint is not the one that moved the job's row (lost,
-// replaced): a new checkpoint would number batches from 0 again and the
-// guard would skip them as already applied.
+// start when the row and the checkpoint do not belong together: a
+// checkpoint that did not move the job's row (lost, replaced) would number
+// batches from 0 again and the guard would skip them as already applied
+// (the sink refuses another query's row); a row set back (a failover to a
+// replica that lagged) would never get the batches it lost (the engine
+// compares the row's batch with the checkpoint's newest commit).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -52,6 +56,11 @@ const DSNEnvVar = "ONCEFLOW_PG_URL"
 // Table is the target table.
 const Table = "merchant_totals"
 
+// The engine compares the sink's newest batch with the checkpoint at start
+// (engine.SinkPosition), which refuses an output that lost batches or a
+// checkpoint older than the output.
+var _ engine.SinkPosition = (*postgres.Sink)(nil)
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgtotals:", err)
@@ -59,7 +68,9 @@ func main() {
 	}
 }
 
-func run() error {
+// run owns everything it opens and closes it when the query has stopped
+// (the engine never closes what it is given).
+func run() (err error) {
 	input := flag.String("input", "", "landing directory of payment JSON-lines files (required)")
 	cpLoc := flag.String("checkpoint", "", "checkpoint: a directory or s3://bucket/prefix (required)")
 	dsn := flag.String("dsn", os.Getenv(DSNEnvVar), "PostgreSQL URL (default $"+DSNEnvVar+")")
@@ -100,7 +111,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("open checkpoint: %w", err)
 	}
-	defer cp.Close()
+	defer func() { err = errors.Join(err, cp.Close()) }()
 	pool, err := postgres.Connect(ctx, *dsn)
 	if err != nil {
 		return err
@@ -127,7 +138,7 @@ func run() error {
 	q, err := engine.NewQuery(Stream(src),
 		engine.WithName("pgtotals"),
 		engine.WithCheckpoint(cp),
-		engine.WithSink(matchedSink{Sink: sink, cp: cp, job: *job}),
+		engine.WithSink(sink),
 		engine.WithTrigger(trigger),
 		engine.WithOutputMode(engine.Update),
 		engine.WithMinBatchesToRetain(*retain),
@@ -140,32 +151,6 @@ func run() error {
 		return err
 	}
 	return engine.RunUntilSignal(ctx, q)
-}
-
-// matchedSink is the offsets-in-sink sink that, once started, checks that
-// the job's progress row and the checkpoint belong together.
-type matchedSink struct {
-	*postgres.Sink
-	cp  storage.Store
-	job string
-}
-
-// Description names the sink in progress and errors.
-func (s matchedSink) Description() string {
-	return fmt.Sprintf("postgres[%s, job %q]", Table, s.job)
-}
-
-// Start prepares the progress row, then refuses a checkpoint that did not
-// write it (see payments.CheckSinkMatches).
-func (s matchedSink) Start(ctx context.Context, queryID string) error {
-	if err := s.Sink.Start(ctx, queryID); err != nil {
-		return err
-	}
-	applied, err := s.Guard().Applied(ctx)
-	if err != nil {
-		return err
-	}
-	return payments.CheckSinkMatches(ctx, s.cp, applied, fmt.Sprintf("job %q of onceflow_progress", s.job))
 }
 
 // Stream is the totals query: per merchant, this batch's sum and count,

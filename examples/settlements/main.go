@@ -25,6 +25,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,11 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
+// The engine compares the sink's newest batch with the checkpoint at start
+// (engine.SinkPosition), which refuses an output that lost batches or a
+// checkpoint older than the output.
+var _ engine.SinkPosition = (*kafkasink.Sink)(nil)
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "settlements:", err)
@@ -47,7 +53,9 @@ func main() {
 	}
 }
 
-func run() error {
+// run owns everything it opens and closes it when the query has stopped
+// (the engine never closes what it is given).
+func run() (err error) {
 	brokers := flag.String("brokers", "", "Kafka brokers, host:port,…; empty starts the embedded Kafka")
 	cpDir := flag.String("checkpoint", "settlements-checkpoint", "checkpoint directory or s3:// URL")
 	paymentsTopic := flag.String("payments-topic", "payments", "topic the payments arrive in")
@@ -87,7 +95,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer cp.Close()
+	defer func() { err = errors.Join(err, cp.Close()) }()
 
 	srcOpts := []kafka.Option{kafka.Brokers(addrs...), kafka.Topics(*paymentsTopic), kafka.ValueJSON(payments.Schema), kafka.Logger(logger)}
 	if *maxPerTrigger > 0 {
@@ -97,6 +105,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, src.Close()) }()
 	sink, err := kafkasink.New(
 		kafkasink.Brokers(addrs...),
 		kafkasink.Topic(*settlementsTopic),
@@ -108,7 +117,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer sink.Close()
+	defer func() { err = errors.Join(err, sink.Close()) }()
 	q, err := engine.NewQuery(Stream(src),
 		engine.WithName("settlements"),
 		engine.WithCheckpoint(cp),

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -116,10 +117,12 @@ func (s *Sink) Start(ctx context.Context, queryID string) error {
 }
 
 // LastBatchID reports the newest batch the job applied (offsets-in-sink
-// only; an upsert sink keeps no progress).
+// only). An upsert sink keeps no progress: it returns an error wrapping
+// errors.ErrUnsupported, which tells the engine not to compare it with the
+// checkpoint.
 func (s *Sink) LastBatchID(ctx context.Context) (int64, bool, error) {
 	if s.guard == nil {
-		return 0, false, nil
+		return 0, false, fmt.Errorf("postgres: upsert into %s keeps no batch position: %w", s.target.sql(), errors.ErrUnsupported)
 	}
 	id, err := s.guard.Applied(ctx)
 	if err != nil {

@@ -47,7 +47,7 @@ func TestGuardPattern(t *testing.T) {
 		}
 		lastApplied = batchID
 		return nil
-	}, foreachbatch.Idempotent())
+	}, foreachbatch.WithIdempotent())
 
 	b := array.NewInt64Builder(mem)
 	b.AppendValues([]int64{5, 7}, nil)
@@ -85,7 +85,7 @@ func TestOptionsAndErrors(t *testing.T) {
 		{"start and check", []foreachbatch.Option{
 			foreachbatch.WithStart(func(context.Context, string) error { return boom }),
 			foreachbatch.WithSchemaCheck(func(*arrow.Schema) error { return boom }),
-			foreachbatch.Idempotent(),
+			foreachbatch.WithIdempotent(),
 		}, nil, foreachbatch.ExactlyOnce, boom, boom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,7 +51,7 @@ type plan struct {
 }
 
 // planFor returns the plan for schema, reading the catalog through q the
-// first time a schema is seen (and creating the table under CreateTables).
+// first time a schema is seen (and creating the table under WithCreateTables).
 func (ap *applier) planFor(ctx context.Context, q querier, schema *arrow.Schema) (*plan, error) {
 	ap.mu.Lock()
 	p := ap.last

@@ -42,7 +42,7 @@
 //
 // MergeAdd columns become c = COALESCE(dst.c + EXCLUDED.c, dst.c, EXCLUDED.c):
 // a NULL delta adds nothing, and a NULL stored value counts as absent.
-// Without KeyColumns the INSERT has no ON CONFLICT (append).
+// Without WithKeyColumns the INSERT has no ON CONFLICT (append).
 //
 // Two rows with the same key in one batch: when every non-key column is a
 // MergeAdd, the INSERT groups the stage by key and sums the deltas (the
@@ -57,7 +57,7 @@
 // Each output column must exist in the table under the same name, with a
 // compatible type; ValidateSchema (or the first batch) checks the catalog and
 // fails with a *ColumnError naming the column, the Arrow type and the
-// PostgreSQL type. CreateTables(true) creates a missing table with the first
+// PostgreSQL type. WithCreateTables(true) creates a missing table with the first
 // type of each row below.
 //
 //	Arrow               PostgreSQL (accepted)
@@ -82,20 +82,20 @@
 // Table, schema and column names are identifiers, always quoted
 // (pgx.Identifier.Sanitize); no SQL is built from anything else, and values
 // travel as parameters or COPY data. "a.b" is a table named a.b; use
-// TableSchema to name a schema. No error returned or line logged contains
+// WithTableSchema to name a schema. No error returned or line logged contains
 // the connection's password: the pool's password is removed from every
 // error text (Connect does the same for a DSN).
 //
 // # Tables
 //
-// The progress table (default onceflow_progress, see ProgressTable) is
+// The progress table (default onceflow_progress, see WithProgressTable) is
 //
 //	CREATE TABLE onceflow_progress (
 //	    job        text PRIMARY KEY,  -- one row per job; jobs may share the table
 //	    batch_id   bigint NOT NULL,   -- last batch applied, -1 before the first
 //	    updated_at timestamptz NOT NULL)
 //
-// created by Start under CreateTables(true) (off by default: a missing table
+// created by Start under WithCreateTables(true) (off by default: a missing table
 // is an error that prints this statement).
 //
 // # Failures and retries
@@ -104,7 +104,7 @@
 // SafeToRetry, network errors, SQLSTATE class 08), the server shut the
 // session down (57P01, 57P02, 57P03), or the transaction lost a
 // serialization (40001) or deadlock (40P01) race is run again from BEGIN,
-// after 100ms, 200ms, … capped at 5s, at most 5 attempts in all (see Retry).
+// after 100ms, 200ms, … capped at 5s, at most 5 attempts in all (see WithRetry).
 // That is safe even when a COMMIT's outcome is unknown: the guard sees a
 // batch that did commit as applied. When the attempts run out the error
 // (ErrRetriesExhausted) goes to the engine, which stops; on restart the
@@ -122,6 +122,6 @@
 // table; AddBatch writes batches. The pool belongs to the caller and is never
 // closed here. A Sink's AddBatch is meant for one goroutine at a time (the
 // engine's driver); Guard, Apply and Stats are safe for concurrent use.
-// Skipped batches and retries are counted in Stats and logged to the Logger
+// Skipped batches and retries are counted in Stats and logged to the WithLogger
 // option (silent by default).
 package postgres

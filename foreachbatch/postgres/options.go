@@ -69,29 +69,29 @@ func defaults() config {
 // Option configures NewOffsetsInSink, NewUpsert and NewGuard.
 type Option func(*config)
 
-// TableSchema qualifies the target and progress tables with a PostgreSQL
+// WithTableSchema qualifies the target and progress tables with a PostgreSQL
 // schema. Default: none, so the connection's search_path decides. Table and
 // schema names are identifiers, never SQL: "a.b" is a table named "a.b".
-func TableSchema(name string) Option { return func(c *config) { c.schema = name } }
+func WithTableSchema(name string) Option { return func(c *config) { c.schema = name } }
 
-// ProgressTable names the progress table of the offsets-in-sink guard.
+// WithProgressTable names the progress table of the offsets-in-sink guard.
 // Default: DefaultProgressTable ("onceflow_progress"). Several jobs may share
 // one progress table: each has its own row. Not valid for NewUpsert.
-func ProgressTable(name string) Option {
+func WithProgressTable(name string) Option {
 	return func(c *config) { c.progress, c.progressSet = name, true }
 }
 
-// KeyColumns names the columns that identify a row of the target table; they
+// WithKeyColumns names the columns that identify a row of the target table; they
 // must carry a unique index (a primary key, say), which ON CONFLICT uses.
 // Default: none, so rows are inserted without ON CONFLICT (append). Required
 // by NewUpsert and by MergeAdd.
-func KeyColumns(cols ...string) Option {
+func WithKeyColumns(cols ...string) Option {
 	return func(c *config) { c.keys = append([]string(nil), cols...) }
 }
 
-// Merge sets how the named non-key columns combine with stored values.
+// WithMerge sets how the named non-key columns combine with stored values.
 // Default: MergeSet for every column.
-func Merge(op MergeOp, cols ...string) Option {
+func WithMerge(op MergeOp, cols ...string) Option {
 	return func(c *config) {
 		for _, col := range cols {
 			if _, ok := c.merge[col]; !ok {
@@ -102,15 +102,15 @@ func Merge(op MergeOp, cols ...string) Option {
 	}
 }
 
-// CreateTables makes Start create the progress table, and ValidateSchema
+// WithCreateTables makes Start create the progress table, and ValidateSchema
 // the target table (columns typed from the output schema, the key columns as
 // primary key), when they do not exist. Default: false; missing tables are an
 // error.
-func CreateTables(on bool) Option { return func(c *config) { c.createTables = on } }
+func WithCreateTables(on bool) Option { return func(c *config) { c.createTables = on } }
 
-// Logger receives one line per skipped batch and per retried attempt.
+// WithLogger receives one line per skipped batch and per retried attempt.
 // Default: nothing is logged.
-func Logger(l *slog.Logger) Option {
+func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
 			c.logger = l
@@ -118,26 +118,26 @@ func Logger(l *slog.Logger) Option {
 	}
 }
 
-// Retry bounds the retries of a batch transaction that failed on a lost
+// WithRetry bounds the retries of a batch transaction that failed on a lost
 // connection, an administrator shutdown (57P01), a serialization failure
 // (40001) or a deadlock (40P01): at most maxAttempts attempts in all, waiting
 // initial, 2×initial, … capped at max between them (each wait shortened by a
 // random jitter of up to half). Defaults:
 // DefaultMaxAttempts (5), DefaultInitialBackoff (100ms), DefaultMaxBackoff
 // (5s). maxAttempts 1 disables retries.
-func Retry(maxAttempts int, initial, max time.Duration) Option {
+func WithRetry(maxAttempts int, initial, max time.Duration) Option {
 	return func(c *config) { c.maxAttempts, c.initialBackoff, c.maxBackoff = maxAttempts, initial, max }
 }
 
 func (c *config) validate() error {
 	if c.maxAttempts < 1 {
-		return fmt.Errorf("%w: Retry maxAttempts %d: want at least 1", ErrConfig, c.maxAttempts)
+		return fmt.Errorf("%w: WithRetry maxAttempts %d: want at least 1", ErrConfig, c.maxAttempts)
 	}
 	if c.initialBackoff < 0 || c.maxBackoff < c.initialBackoff {
-		return fmt.Errorf("%w: Retry backoff %v..%v: want 0 <= initial <= max", ErrConfig, c.initialBackoff, c.maxBackoff)
+		return fmt.Errorf("%w: WithRetry backoff %v..%v: want 0 <= initial <= max", ErrConfig, c.initialBackoff, c.maxBackoff)
 	}
 	if c.progress == "" {
-		return fmt.Errorf("%w: empty ProgressTable name", ErrConfig)
+		return fmt.Errorf("%w: WithProgressTable with an empty name", ErrConfig)
 	}
 	seen := map[string]bool{}
 	for _, k := range c.keys {
@@ -158,7 +158,7 @@ func (c *config) validate() error {
 			return fmt.Errorf("%w: column %q is a key column and cannot have a merge", ErrConfig, col)
 		}
 		if op == MergeAdd && len(c.keys) == 0 {
-			return fmt.Errorf("%w: column %q: an add merge needs KeyColumns", ErrConfig, col)
+			return fmt.Errorf("%w: column %q: an add merge needs WithKeyColumns", ErrConfig, col)
 		}
 	}
 	return nil

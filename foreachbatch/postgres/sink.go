@@ -40,7 +40,7 @@ type Sink struct {
 // NewOffsetsInSink returns a sink that applies batch N to table in one
 // transaction with job's progress row (see Guard): a batch that was already
 // applied is skipped, so any output mode and any merge (MergeAdd included)
-// is exactly-once. Without KeyColumns rows are appended.
+// is exactly-once. Without WithKeyColumns rows are appended.
 func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...Option) (*Sink, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -63,10 +63,10 @@ func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...
 }
 
 // NewUpsert returns a sink that upserts each batch into table under
-// KeyColumns (required), with no progress table: repeating a batch rewrites
+// WithKeyColumns (required), with no progress table: repeating a batch rewrites
 // the same values, so it is exactly-once only when every row carries the
 // full value of its key (update or complete output mode). MergeAdd and
-// ProgressTable are refused.
+// WithProgressTable are refused.
 func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -82,7 +82,7 @@ func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, err
 		return nil, err
 	}
 	if len(cfg.keys) == 0 {
-		return nil, fmt.Errorf("%w: upsert into %q needs KeyColumns", ErrConfig, tableName)
+		return nil, fmt.Errorf("%w: upsert into %q needs WithKeyColumns", ErrConfig, tableName)
 	}
 	for _, col := range cfg.mergeOrder {
 		if cfg.merge[col] == MergeAdd {
@@ -91,7 +91,7 @@ func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, err
 		}
 	}
 	if cfg.progressSet {
-		return nil, fmt.Errorf("%w: upsert into %q keeps no progress table; ProgressTable applies to NewOffsetsInSink", ErrConfig, tableName)
+		return nil, fmt.Errorf("%w: upsert into %q keeps no progress table; WithProgressTable applies to NewOffsetsInSink", ErrConfig, tableName)
 	}
 	s := &Sink{pool: pool, target: table{schema: cfg.schema, name: tableName}, cfg: cfg, scrub: newScrubber(pool)}
 	s.ap = newApplier(s.target, &s.cfg)
@@ -133,7 +133,7 @@ func (s *Sink) Description() string {
 
 // ValidateSchema checks that the target table has a column of a compatible
 // type for every output column, and a unique index on the key columns,
-// creating the table first under CreateTables(true). A *ColumnError names
+// creating the table first under WithCreateTables(true). A *ColumnError names
 // the column and both types.
 func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 	ctx, cancel := context.WithTimeout(context.Background(), validateTimeout)
@@ -156,7 +156,7 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 	return err
 }
 
-// Write writes batch batchID in one transaction, retried as Retry says, and
+// Write writes batch batchID in one transaction, retried as WithRetry says, and
 // tells what happened: an offsets-in-sink sink reports Skipped for a batch
 // already applied.
 func (s *Sink) Write(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) (Result, error) {

@@ -27,13 +27,13 @@ func TestOffsetsInSinkExactlyOnce(t *testing.T) {
 	}{
 		{
 			name:  "add merge sums deltas",
-			opts:  []Option{KeyColumns("k"), Merge(MergeAdd, "total")},
+			opts:  []Option{WithKeyColumns("k"), WithMerge(MergeAdd, "total")},
 			batch: [][2][]int64{{{1, 2}, {10, 20}}, {{1, 3}, {5, 7}}, {{2}, {1}}},
 			want:  map[int64]int64{1: 15, 2: 21, 3: 7},
 		},
 		{
 			name:  "set merge keeps the last full value",
-			opts:  []Option{KeyColumns("k")},
+			opts:  []Option{WithKeyColumns("k")},
 			batch: [][2][]int64{{{1, 2}, {10, 20}}, {{1, 3}, {15, 7}}, {{2}, {21}}},
 			want:  map[int64]int64{1: 15, 2: 21, 3: 7},
 		},
@@ -49,7 +49,7 @@ func TestOffsetsInSinkExactlyOnce(t *testing.T) {
 			ctx := ctxT(t)
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			s, err := NewOffsetsInSink(pool, "job1", "totals", append(tc.opts, CreateTables(true))...)
+			s, err := NewOffsetsInSink(pool, "job1", "totals", append(tc.opts, WithCreateTables(true))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestSkippedIsLogged(t *testing.T) {
 	pool := testenv.PG(t)
 	ctx := ctxT(t)
 	var buf strings.Builder
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true), Logger(newTextLogger(&buf)))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true), WithLogger(newTextLogger(&buf)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestSkippedIsLogged(t *testing.T) {
 func TestEmptyBatchAdvancesProgress(t *testing.T) {
 	pool := testenv.PG(t)
 	ctx := ctxT(t)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +167,11 @@ func TestTwoJobsShareProgressTable(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	a, err := NewOffsetsInSink(pool, "a", "ta", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), ProgressTable("shared"))
+	a, err := NewOffsetsInSink(pool, "a", "ta", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true), WithProgressTable("shared"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewOffsetsInSink(pool, "b", "tb", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), ProgressTable("shared"))
+	b, err := NewOffsetsInSink(pool, "b", "tb", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true), WithProgressTable("shared"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestAddMergeNulls(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestDuplicateKeysInBatch(t *testing.T) {
 	t.Run("set merge fails naming the key", func(t *testing.T) {
 		pool := testenv.PG(t)
 		ctx := ctxT(t)
-		s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true))
+		s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func TestDuplicateKeysInBatch(t *testing.T) {
 	t.Run("add merge sums within the batch", func(t *testing.T) {
 		pool := testenv.PG(t)
 		ctx := ctxT(t)
-		s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+		s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +286,7 @@ func TestUpsert(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	mustExec(t, pool, "CREATE TABLE totals (k bigint PRIMARY KEY, total bigint)")
-	s, err := NewUpsert(pool, "totals", KeyColumns("k"))
+	s, err := NewUpsert(pool, "totals", WithKeyColumns("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,20 +322,20 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"upsert refuses add", func() (*Sink, error) {
-			return NewUpsert(pool, "t", KeyColumns("k"), Merge(MergeAdd, "total"))
+			return NewUpsert(pool, "t", WithKeyColumns("k"), WithMerge(MergeAdd, "total"))
 		}, `column "total" has an add merge`},
-		{"upsert needs keys", func() (*Sink, error) { return NewUpsert(pool, "t") }, "needs KeyColumns"},
+		{"upsert needs keys", func() (*Sink, error) { return NewUpsert(pool, "t") }, "needs WithKeyColumns"},
 		{"upsert has no progress", func() (*Sink, error) {
-			return NewUpsert(pool, "t", KeyColumns("k"), ProgressTable("p"))
+			return NewUpsert(pool, "t", WithKeyColumns("k"), WithProgressTable("p"))
 		}, "keeps no progress table"},
 		{"add needs keys", func() (*Sink, error) {
-			return NewOffsetsInSink(pool, "j", "t", Merge(MergeAdd, "total"))
-		}, "needs KeyColumns"},
+			return NewOffsetsInSink(pool, "j", "t", WithMerge(MergeAdd, "total"))
+		}, "needs WithKeyColumns"},
 		{"merge on key", func() (*Sink, error) {
-			return NewOffsetsInSink(pool, "j", "t", KeyColumns("k"), Merge(MergeAdd, "k"))
+			return NewOffsetsInSink(pool, "j", "t", WithKeyColumns("k"), WithMerge(MergeAdd, "k"))
 		}, "is a key column"},
 		{"empty job", func() (*Sink, error) { return NewOffsetsInSink(pool, "", "t") }, "empty job"},
-		{"bad retry", func() (*Sink, error) { return NewOffsetsInSink(pool, "j", "t", Retry(0, 0, 0)) }, "maxAttempts 0"},
+		{"bad retry", func() (*Sink, error) { return NewOffsetsInSink(pool, "j", "t", WithRetry(0, 0, 0)) }, "maxAttempts 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.mk()
@@ -373,7 +373,7 @@ func TestSchemaMismatch(t *testing.T) {
 			if tc.ddl != "" {
 				mustExec(t, pool, tc.ddl)
 			}
-			s, err := NewOffsetsInSink(pool, "j", "t", KeyColumns(tc.keys...))
+			s, err := NewOffsetsInSink(pool, "j", "t", WithKeyColumns(tc.keys...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -422,8 +422,8 @@ func TestWeirdIdentifiers(t *testing.T) {
 		{Name: key, Type: arrow.PrimitiveTypes.Int64},
 		{Name: val, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil)
-	s, err := NewOffsetsInSink(pool, `job "x"'`, tableName, TableSchema(schemaName), ProgressTable(progress),
-		KeyColumns(key), Merge(MergeAdd, val), CreateTables(true))
+	s, err := NewOffsetsInSink(pool, `job "x"'`, tableName, WithTableSchema(schemaName), WithProgressTable(progress),
+		WithKeyColumns(key), WithMerge(MergeAdd, val), WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,8 +464,8 @@ func TestConnectionCutMidBatch(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true),
-		Retry(4, 0, 0))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true),
+		WithRetry(4, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,14 +550,14 @@ func TestForeachBatchGuard(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	mustExec(t, pool, "CREATE TABLE balances (k bigint PRIMARY KEY, total bigint)")
 	mustExec(t, pool, "CREATE TABLE audit (batch_id bigint)")
-	g, err := NewGuard(pool, "ledger", CreateTables(true))
+	g, err := NewGuard(pool, "ledger", WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	bal, err := NewOffsetsInSink(pool, "unused", "balances", KeyColumns("k"), Merge(MergeAdd, "total"))
+	bal, err := NewOffsetsInSink(pool, "unused", "balances", WithKeyColumns("k"), WithMerge(MergeAdd, "total"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +570,7 @@ func TestForeachBatchGuard(t *testing.T) {
 			return err
 		})
 		return err
-	}, foreachbatch.Idempotent())
+	}, foreachbatch.WithIdempotent())
 	rec := kvRecord(t, mem, kvSchema, []int64{1, 2}, []*int64{i64(10), i64(1)})
 	defer rec.Release()
 	for _, id := range []int64{0, 0, 1, 1, 2, 2} {
@@ -603,7 +603,7 @@ func TestDeadlockRetried(t *testing.T) {
 	for i, job := range []string{"a", "b"} {
 		// The backoff lets the survivor commit before the victim retries; with
 		// none, the victim can take the first lock again and deadlock anew.
-		g, err := NewGuard(pool, job, CreateTables(true), Retry(5, 50*time.Millisecond, 200*time.Millisecond))
+		g, err := NewGuard(pool, job, WithCreateTables(true), WithRetry(5, 50*time.Millisecond, 200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -650,7 +650,7 @@ func TestDeadlockRetried(t *testing.T) {
 	}
 }
 
-// TestCreateTableInLostTransaction: with CreateTables and no ValidateSchema,
+// TestCreateTableInLostTransaction: with WithCreateTables and no ValidateSchema,
 // the first batch creates the table inside its own transaction; when that
 // transaction is lost the retry must create it again, not trust a plan made
 // for a table that was rolled back.
@@ -659,7 +659,7 @@ func TestCreateTableInLostTransaction(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true), Retry(3, 0, 0))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true), WithRetry(3, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,9 +704,9 @@ func TestValidateSchemaRetriesLostConnection(t *testing.T) {
 			var s *Sink
 			var err error
 			if kind == "upsert" {
-				s, err = NewUpsert(pool, "totals", KeyColumns("k"), CreateTables(true), Retry(4, 0, 0))
+				s, err = NewUpsert(pool, "totals", WithKeyColumns("k"), WithCreateTables(true), WithRetry(4, 0, 0))
 			} else {
-				s, err = NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), Retry(4, 0, 0))
+				s, err = NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true), WithRetry(4, 0, 0))
 			}
 			if err != nil {
 				t.Fatal(err)

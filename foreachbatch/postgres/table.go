@@ -97,7 +97,7 @@ func hasUniqueIndex(ctx context.Context, q querier, t table, cols []string) (boo
 	return false, nil
 }
 
-// createTargetSQL is the CREATE TABLE IF NOT EXISTS of CreateTables: one
+// createTargetSQL is the CREATE TABLE IF NOT EXISTS of WithCreateTables: one
 // column per output field, typed by the documented mapping, the key columns
 // NOT NULL and the primary key.
 func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, error) {
@@ -144,7 +144,7 @@ func checkProgress(ctx context.Context, q querier, t table) (hasQueryID bool, er
 		return false, err
 	}
 	if !exists {
-		return false, fmt.Errorf("%w: progress table %s does not exist (create it with CreateTables(true), or: %s)",
+		return false, fmt.Errorf("%w: progress table %s does not exist (create it with WithCreateTables(true), or: %s)",
 			ErrSchemaMismatch, t.sql(), createProgressSQL(t))
 	}
 	want := []struct {

@@ -18,7 +18,7 @@ type pgColumn struct {
 	typmod  int32
 }
 
-// ddlType is the PostgreSQL type CreateTables gives an Arrow type, and the
+// ddlType is the PostgreSQL type WithCreateTables gives an Arrow type, and the
 // type the mapping documents.
 func ddlType(t arrow.DataType) (string, bool) {
 	switch t := t.(type) {

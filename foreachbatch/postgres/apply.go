@@ -23,6 +23,7 @@ type applier struct {
 	keys         []string
 	merge        map[string]MergeOp
 	createTables bool
+	batchCol     string // the upsert's batch id column; "" under the progress guard
 
 	mu   sync.Mutex
 	last *plan // plan of the last schema seen
@@ -35,6 +36,7 @@ func newApplier(target table, cfg *config) *applier {
 		keys:         cfg.keys,
 		merge:        cfg.merge,
 		createTables: cfg.createTables,
+		batchCol:     cfg.batchCol,
 	}
 }
 
@@ -103,6 +105,10 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 			}
 		}
 	}
+	if _, ok := byName[ap.batchCol]; ok && ap.batchCol != "" {
+		return nil, false, fmt.Errorf("%w: output column %q has the name of the batch id column of table %s; rename it, or name another batch id column with WithBatchIDColumn",
+			ErrSchemaMismatch, ap.batchCol, tname)
+	}
 	for _, col := range slices.Sorted(maps.Keys(ap.merge)) {
 		if _, ok := byName[col]; !ok {
 			return nil, false, fmt.Errorf("%w: merge column %q is not in the output schema of table %s", ErrSchemaMismatch, col, tname)
@@ -114,7 +120,7 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 		return nil, false, err
 	}
 	if !exists && ap.createTables {
-		ddl, err := createTargetSQL(ap.target, schema, ap.keys)
+		ddl, err := createTargetSQL(ap.target, schema, ap.keys, ap.batchCol)
 		if err != nil {
 			return nil, false, err
 		}
@@ -148,6 +154,11 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 		p.cols = append(p.cols, f.Name)
 		p.conv = append(p.conv, converter(f.Type, c.typname))
 	}
+	if ap.batchCol != "" {
+		if err := checkBatchColumn(ap.target, ap.batchCol, cols); err != nil {
+			return nil, false, err
+		}
+	}
 	if len(ap.keys) > 0 {
 		ok, err := hasUniqueIndex(ctx, q, ap.target, ap.keys)
 		if err != nil {
@@ -177,6 +188,9 @@ func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
 	b.WriteString(ap.target.sql())
 	b.WriteString(" AS dst (")
 	b.WriteString(quoteAll(p.cols))
+	if ap.batchCol != "" {
+		b.WriteString(", " + quote(ap.batchCol))
+	}
 	b.WriteString(") SELECT ")
 	for i, c := range p.cols {
 		if i > 0 {
@@ -187,6 +201,9 @@ func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
 		} else {
 			b.WriteString(quote(c))
 		}
+	}
+	if ap.batchCol != "" {
+		b.WriteString(", $1::bigint") // the batch id
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(stage)
@@ -212,6 +229,18 @@ func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
 		} else {
 			sets = append(sets, qc+" = EXCLUDED."+qc)
 		}
+	}
+	if ap.batchCol != "" {
+		// The row guard: a stored row changes only for the batch that wrote
+		// it (a repeat, same values) or a later one, never for an older
+		// batch; the WHERE is evaluated on the newest committed version of
+		// the row, so a concurrent newer batch wins whatever the timing.
+		qb := quote(ap.batchCol)
+		sets = append(sets, qb+" = EXCLUDED."+qb)
+		b.WriteString("UPDATE SET ")
+		b.WriteString(strings.Join(sets, ", "))
+		b.WriteString(" WHERE dst." + qb + " IS NULL OR dst." + qb + " <= EXCLUDED." + qb)
+		return b.String()
 	}
 	if len(sets) == 0 {
 		b.WriteString("NOTHING")
@@ -250,7 +279,11 @@ func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *
 	if src.dup {
 		insert = p.insertGB // only preAgg plans get here with duplicates
 	}
-	if _, err := tx.Exec(ctx, insert); err != nil {
+	var args []any
+	if ap.batchCol != "" {
+		args = append(args, batchID)
+	}
+	if _, err := tx.Exec(ctx, insert, args...); err != nil {
 		return 0, fmt.Errorf("insert into %s: %w", ap.target.sql(), err)
 	}
 	return n, nil

@@ -21,11 +21,24 @@
 // NewOffsetsInSink is the Guard plus the bulk table writer below. Any merge
 // is exactly-once under it, deltas (MergeAdd) included.
 //
-// NewUpsert is the bulk table writer alone, with no progress table:
-// INSERT … ON CONFLICT (keys) DO UPDATE SET c = EXCLUDED.c. A repeated batch
-// rewrites the same values, so it is exactly-once only for rows that carry
-// full values under a deterministic key (update or complete output mode). It
-// refuses MergeAdd, which would count a repeated batch twice.
+// NewUpsert is the bulk table writer with a guard in every row instead of a
+// progress table. Each row records the batch that last wrote it in a bigint
+// column (default onceflow_batch_id, see WithBatchIDColumn), and
+//
+//	INSERT … ON CONFLICT (keys) DO UPDATE SET c = EXCLUDED.c, …,
+//	  onceflow_batch_id = EXCLUDED.onceflow_batch_id
+//	  WHERE dst.onceflow_batch_id IS NULL OR dst.onceflow_batch_id <= EXCLUDED.onceflow_batch_id
+//
+// changes a row only for that batch or a later one. A repeated batch
+// rewrites the same values; an older batch finishing late (a stalled
+// driver, a zombie on a checkpoint without a lock) cannot roll a row back
+// to older totals. That makes it exactly-once for rows that carry full
+// values under a deterministic key (update or complete output mode). It
+// refuses MergeAdd, which would count a repeated batch twice. ValidateSchema
+// refuses a table without the column and prints the ALTER TABLE that adds
+// it; LastBatchID is the column's maximum, so the engine refuses a new
+// checkpoint on a table an older query wrote (its rows would be ignored up
+// to that id). Layout: docs/format/pg-upsert.md.
 //
 // Sink.Apply(ctx, tx, N, schema, records) is the table writer on its own, for
 // a foreachBatch function that writes several tables under one Guard.Run.

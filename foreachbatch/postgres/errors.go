@@ -37,6 +37,8 @@ type ColumnError struct {
 
 func (e *ColumnError) Error() string {
 	switch {
+	case e.PGType == "" && e.ArrowType == "":
+		return fmt.Sprintf("postgres: table %s has no column %q: %s", e.Table, e.Column, e.Reason)
 	case e.PGType == "":
 		return fmt.Sprintf("postgres: table %s has no column %q (output column of type %s)", e.Table, e.Column, e.ArrowType)
 	case e.ArrowType == "":

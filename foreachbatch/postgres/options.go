@@ -35,6 +35,7 @@ func (m MergeOp) String() string {
 // Default values of the options.
 const (
 	DefaultProgressTable  = "onceflow_progress"
+	DefaultBatchIDColumn  = "onceflow_batch_id"
 	DefaultMaxAttempts    = 5
 	DefaultInitialBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff     = 5 * time.Second
@@ -44,6 +45,8 @@ type config struct {
 	schema       string
 	progress     string
 	progressSet  bool
+	batchCol     string
+	batchColSet  bool
 	keys         []string
 	merge        map[string]MergeOp
 	mergeOrder   []string // columns in the order merges were given, for messages
@@ -58,6 +61,7 @@ type config struct {
 func defaults() config {
 	return config{
 		progress:       DefaultProgressTable,
+		batchCol:       DefaultBatchIDColumn,
 		merge:          map[string]MergeOp{},
 		logger:         slog.New(slog.DiscardHandler),
 		maxAttempts:    DefaultMaxAttempts,
@@ -79,6 +83,17 @@ func WithTableSchema(name string) Option { return func(c *config) { c.schema = n
 // one progress table: each has its own row. Not valid for NewUpsert.
 func WithProgressTable(name string) Option {
 	return func(c *config) { c.progress, c.progressSet = name, true }
+}
+
+// WithBatchIDColumn names the bigint column of NewUpsert's target table that
+// records, in every row, the id of the batch that last wrote it. The upsert
+// changes a row only when the stored id is at most the incoming batch's
+// (or NULL), so an older batch (a stalled driver's) never overwrites a newer
+// one and a repeated batch rewrites the same values. Default:
+// DefaultBatchIDColumn ("onceflow_batch_id"). Not valid for
+// NewOffsetsInSink, whose progress row does that job.
+func WithBatchIDColumn(name string) Option {
+	return func(c *config) { c.batchCol, c.batchColSet = name, true }
 }
 
 // WithKeyColumns names the columns that identify a row of the target table; they
@@ -138,6 +153,9 @@ func (c *config) validate() error {
 	}
 	if c.progress == "" {
 		return fmt.Errorf("%w: WithProgressTable with an empty name", ErrConfig)
+	}
+	if c.batchCol == "" {
+		return fmt.Errorf("%w: WithBatchIDColumn with an empty name", ErrConfig)
 	}
 	seen := map[string]bool{}
 	for _, k := range c.keys {

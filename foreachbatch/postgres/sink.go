@@ -53,6 +53,10 @@ func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...
 	if err != nil {
 		return nil, err
 	}
+	if cfg.batchColSet {
+		return nil, fmt.Errorf("%w: %q: WithBatchIDColumn applies to NewUpsert; the offsets-in-sink progress row guards every batch", ErrConfig, tableName)
+	}
+	cfg.batchCol = "" // the progress row is the guard
 	s := &Sink{pool: pool, target: table{schema: cfg.schema, name: tableName}, guard: g, cfg: cfg, scrub: g.scrub}
 	s.ap = newApplier(s.target, &s.cfg)
 	// ValidateSchema retries through the sink's own retrier (batches go
@@ -63,10 +67,13 @@ func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...
 }
 
 // NewUpsert returns a sink that upserts each batch into table under
-// WithKeyColumns (required), with no progress table: repeating a batch rewrites
-// the same values, so it is exactly-once only when every row carries the
-// full value of its key (update or complete output mode). MergeAdd and
-// WithProgressTable are refused.
+// WithKeyColumns (required), with no progress table. Every row records the
+// batch that last wrote it in the batch id column (WithBatchIDColumn), and a
+// row changes only for a batch at or after that one: a repeated batch
+// rewrites the same values, and an older batch (a stalled driver's, late)
+// never overwrites a newer one. It is exactly-once when every row carries
+// the full value of its key (update or complete output mode); MergeAdd,
+// which carries deltas, and WithProgressTable are refused.
 func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -93,6 +100,9 @@ func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, err
 	if cfg.progressSet {
 		return nil, fmt.Errorf("%w: upsert into %q keeps no progress table; WithProgressTable applies to NewOffsetsInSink", ErrConfig, tableName)
 	}
+	if isKey(cfg.keys, cfg.batchCol) || cfg.merge[cfg.batchCol] != MergeSet {
+		return nil, fmt.Errorf("%w: upsert into %q: batch id column %q is also a key or merge column; name another with WithBatchIDColumn", ErrConfig, tableName, cfg.batchCol)
+	}
 	s := &Sink{pool: pool, target: table{schema: cfg.schema, name: tableName}, cfg: cfg, scrub: newScrubber(pool)}
 	s.ap = newApplier(s.target, &s.cfg)
 	s.retry = retrier{cfg: &s.cfg, scrub: s.scrub, onWait: func() { s.count.retries.Add(1) }}
@@ -109,11 +119,22 @@ func (s *Sink) Start(ctx context.Context, queryID string) error {
 	return s.guard.StartFor(ctx, queryID)
 }
 
-// LastBatchID reports the newest batch the job applied (offsets-in-sink
-// only; an upsert sink keeps no progress).
+// LastBatchID reports the newest batch the sink applied: the job's
+// progress (offsets-in-sink), or the highest batch id in the upsert table's
+// batch id column (read once at start; without an index on the column that
+// reads the table). The engine refuses to start a checkpoint that is behind
+// it: the upsert would ignore the rows of its batches up to that id.
 func (s *Sink) LastBatchID(ctx context.Context) (int64, bool, error) {
 	if s.guard == nil {
-		return 0, false, nil
+		var id *int64
+		err := s.pool.QueryRow(ctx, "SELECT max("+quote(s.cfg.batchCol)+") FROM "+s.target.sql()).Scan(&id)
+		if err != nil {
+			return 0, false, s.scrub.err(fmt.Errorf("postgres: read the newest batch id in %s.%s: %w", s.target.sql(), quote(s.cfg.batchCol), err))
+		}
+		if id == nil || *id < 0 {
+			return 0, false, nil
+		}
+		return *id, true, nil
 	}
 	id, err := s.guard.Applied(ctx)
 	if err != nil {
@@ -144,10 +165,7 @@ func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 		_, err := s.ap.planFor(ctx, s.pool, schema)
 		return err
 	})
-	if err != nil {
-		return s.scrub.err(wrapOp("validate "+s.target.sql(), err))
-	}
-	return nil
+	return err // named and scrubbed by the retrier
 }
 
 // AddBatch writes batch batchID (see Write).
@@ -238,5 +256,8 @@ func (s *Sink) Stats() Stats {
 	return s.count.stats()
 }
 
-// Guarantee reports "exactly-once".
+// Guarantee reports "exactly-once": the offsets-in-sink sink's progress row
+// and the upsert sink's batch id column (with full values under a
+// deterministic key, which NewUpsert requires) both make a repeated batch
+// harmless and an older batch unable to overwrite a newer one.
 func (s *Sink) Guarantee() string { return ExactlyOnce }

@@ -285,7 +285,7 @@ func TestUpsert(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	mustExec(t, pool, "CREATE TABLE totals (k bigint PRIMARY KEY, total bigint)")
+	mustExec(t, pool, "CREATE TABLE totals (k bigint PRIMARY KEY, total bigint, onceflow_batch_id bigint NOT NULL DEFAULT -1)")
 	s, err := NewUpsert(pool, "totals", WithKeyColumns("k"))
 	if err != nil {
 		t.Fatal(err)
@@ -312,6 +312,85 @@ func TestUpsert(t *testing.T) {
 	if s.Guarantee() != ExactlyOnce || s.Guard() != nil {
 		t.Error("upsert sink: wrong guarantee or guard")
 	}
+	// Each row records the batch that last wrote it; the newest is the
+	// sink's position.
+	var b1, b2 int64
+	if err := pool.QueryRow(ctx, "SELECT (SELECT onceflow_batch_id FROM totals WHERE k = 1), (SELECT onceflow_batch_id FROM totals WHERE k = 2)").Scan(&b1, &b2); err != nil {
+		t.Fatal(err)
+	}
+	if b1 != 1 || b2 != 0 {
+		t.Errorf("batch ids k=1 %d, k=2 %d; want 1 and 0", b1, b2)
+	}
+	if id, ok, err := s.LastBatchID(ctx); err != nil || !ok || id != 1 {
+		t.Errorf("LastBatchID = %d, %v, %v; want 1, true", id, ok, err)
+	}
+}
+
+// TestUpsertBatchIDColumnChecked: an upsert table without its batch id
+// column (or with one of another type) is refused at ValidateSchema with
+// the statement that fixes it; an empty table reports no position.
+func TestUpsertBatchIDColumnChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ddl  string
+		opts []Option
+		want []string
+	}{
+		{"missing", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint)", nil,
+			[]string{`"t"`, `no column "onceflow_batch_id"`, `ALTER TABLE "t" ADD COLUMN "onceflow_batch_id" bigint NOT NULL DEFAULT -1`}},
+		{"named and missing", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint, onceflow_batch_id bigint)", []Option{WithBatchIDColumn("written_by")},
+			[]string{`"t"`, `no column "written_by"`, `ADD COLUMN "written_by" bigint`}},
+		{"not bigint", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint, onceflow_batch_id integer)", nil,
+			[]string{`"onceflow_batch_id"`, "integer", `ALTER TABLE "t" ALTER COLUMN "onceflow_batch_id" TYPE bigint`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := testenv.PG(t)
+			mustExec(t, pool, tc.ddl)
+			s, err := NewUpsert(pool, "t", append(tc.opts, WithKeyColumns("k"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.ValidateSchema(kvSchema)
+			t.Log(err)
+			if !errors.Is(err, ErrSchemaMismatch) {
+				t.Fatalf("err = %v, want ErrSchemaMismatch", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	t.Run("created, and empty", func(t *testing.T) {
+		pool := testenv.PG(t)
+		ctx := ctxT(t)
+		s, err := NewUpsert(pool, "t", WithKeyColumns("k"), WithCreateTables(true), WithBatchIDColumn("written_by"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ValidateSchema(kvSchema); err != nil {
+			t.Fatal(err)
+		}
+		if id, ok, err := s.LastBatchID(ctx); err != nil || ok {
+			t.Errorf("LastBatchID of an empty table = %d, %v, %v; want none", id, ok, err)
+		}
+		var typ string
+		if err := pool.QueryRow(ctx, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 't'::regclass AND attname = 'written_by'").Scan(&typ); err != nil || typ != "bigint" {
+			t.Errorf("created batch id column: %q, %v", typ, err)
+		}
+	})
+	t.Run("output column with its name", func(t *testing.T) {
+		pool := testenv.PG(t)
+		s, err := NewUpsert(pool, "t", WithKeyColumns("k"), WithCreateTables(true), WithBatchIDColumn("total"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.ValidateSchema(kvSchema)
+		if !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), `"total" has the name of the batch id column`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -325,6 +404,12 @@ func TestConfigErrors(t *testing.T) {
 			return NewUpsert(pool, "t", WithKeyColumns("k"), WithMerge(MergeAdd, "total"))
 		}, `column "total" has an add merge`},
 		{"upsert needs keys", func() (*Sink, error) { return NewUpsert(pool, "t") }, "needs WithKeyColumns"},
+		{"batch id column is a key", func() (*Sink, error) {
+			return NewUpsert(pool, "t", WithKeyColumns("k"), WithBatchIDColumn("k"))
+		}, `batch id column "k" is also a key`},
+		{"batch id column for offsets-in-sink", func() (*Sink, error) {
+			return NewOffsetsInSink(pool, "j", "t", WithBatchIDColumn("b"))
+		}, "WithBatchIDColumn applies to NewUpsert"},
 		{"upsert has no progress", func() (*Sink, error) {
 			return NewUpsert(pool, "t", WithKeyColumns("k"), WithProgressTable("p"))
 		}, "keeps no progress table"},

@@ -99,8 +99,9 @@ func hasUniqueIndex(ctx context.Context, q querier, t table, cols []string) (boo
 
 // createTargetSQL is the CREATE TABLE IF NOT EXISTS of WithCreateTables: one
 // column per output field, typed by the documented mapping, the key columns
-// NOT NULL and the primary key.
-func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, error) {
+// NOT NULL and the primary key, and the upsert's batch id column (batchCol,
+// "" for none).
+func createTargetSQL(t table, schema *arrow.Schema, keys []string, batchCol string) (string, error) {
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS ")
 	b.WriteString(t.sql())
@@ -121,6 +122,9 @@ func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, erro
 			b.WriteString(" NOT NULL")
 		}
 	}
+	if batchCol != "" {
+		b.WriteString(", " + batchColumnDDL(batchCol))
+	}
 	if len(keys) > 0 {
 		b.WriteString(", PRIMARY KEY (")
 		b.WriteString(quoteAll(keys))
@@ -128,6 +132,26 @@ func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, erro
 	}
 	b.WriteByte(')')
 	return b.String(), nil
+}
+
+// batchColumnDDL is the upsert's batch id column as a column definition: -1
+// (older than any batch) for rows written by other means.
+func batchColumnDDL(col string) string { return quote(col) + " bigint NOT NULL DEFAULT -1" }
+
+// checkBatchColumn verifies that the upsert table has its batch id column,
+// as bigint; the errors carry the statement that fixes the table.
+func checkBatchColumn(t table, col string, cols []pgColumn) error {
+	i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == col })
+	if i < 0 {
+		return &ColumnError{Table: t.sql(), Column: col, Reason: "the upsert records in it the batch that last wrote each row, " +
+			"so that an older batch (a stalled driver's) never overwrites a newer one; add it with: ALTER TABLE " +
+			t.sql() + " ADD COLUMN " + batchColumnDDL(col) + " (or name another bigint column with WithBatchIDColumn)"}
+	}
+	if cols[i].typname != "int8" {
+		return &ColumnError{Table: t.sql(), Column: col, PGType: cols[i].display,
+			Reason: "the batch id column must be bigint: ALTER TABLE " + t.sql() + " ALTER COLUMN " + quote(col) + " TYPE bigint"}
+	}
+	return nil
 }
 
 // createProgressSQL is the CREATE TABLE IF NOT EXISTS of the progress table.

@@ -82,7 +82,7 @@ func TestTypeRoundTrip(t *testing.T) {
 			}, nil)
 			var opts []Option
 			if tc.pgWrite != "" {
-				mustExec(t, pool, "CREATE TABLE t (k bigint PRIMARY KEY, v "+tc.pgWrite+")")
+				mustExec(t, pool, "CREATE TABLE t (k bigint PRIMARY KEY, v "+tc.pgWrite+", onceflow_batch_id bigint)")
 			} else {
 				opts = append(opts, WithCreateTables(true))
 			}

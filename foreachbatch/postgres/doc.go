@@ -45,7 +45,15 @@
 //
 // # The table writer
 //
-// A batch goes in with three statements, whatever its size: a temporary stage
+// A batch goes in with four steps, whatever its size. First, in one round
+// trip, LOCK TABLE target IN ACCESS SHARE MODE (only ALTER TABLE and DROP
+// conflict with it, so the columns cannot change until COMMIT) and a read of
+// the target's columns: when they differ from the ones the plan was made for
+// (the table was altered while the query ran), the batch is planned and
+// checked again like a new one, so a compatible change (a widened type, a
+// new nullable column) is followed and an incompatible one (a dropped or
+// narrowed column, a new NOT NULL column without a default) fails the batch
+// with a *ColumnError before anything is written. Then a temporary stage
 // table (CREATE TEMPORARY TABLE … ON COMMIT DROP AS SELECT <columns> FROM
 // <target> WITH NO DATA, so it has the target's column types), a binary COPY
 // of every row into it (pgx CopyFrom), and one
@@ -68,9 +76,10 @@
 // # Types
 //
 // Each output column must exist in the table under the same name, with a
-// compatible type; ValidateSchema (or the first batch) checks the catalog and
-// fails with a *ColumnError naming the column, the Arrow type and the
-// PostgreSQL type. WithCreateTables(true) creates a missing table with the first
+// compatible type, and every other column of the table must be nullable or
+// have a default; ValidateSchema (or the first batch) checks the catalog,
+// every batch checks it again (see above), and a mismatch fails with a
+// *ColumnError naming the column, the Arrow type and the PostgreSQL type. WithCreateTables(true) creates a missing table with the first
 // type of each row below.
 //
 //	Arrow               PostgreSQL (accepted)

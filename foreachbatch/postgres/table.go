@@ -44,33 +44,49 @@ func quoteAll(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
+// describeSQL reads a table's columns from the catalog, in table order, in
+// one statement: $1 is the quoted name. A table that does not exist gives
+// one row with a NULL oid; one without columns, one row of NULL columns.
+const describeSQL = `SELECT r.oid IS NOT NULL, a.attname, ty.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod,
+		a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''
+	FROM (SELECT to_regclass($1)::oid AS oid) r
+	LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+	LEFT JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+	ORDER BY a.attnum`
+
 // describe reads the table's columns from the catalog, in table order.
-// exists is false when no such table is visible.
+// exists is false when no such table is visible. The name travels as a
+// parameter of to_regclass: nothing is spliced into SQL, and quoting
+// resolves exactly the identifiers we were given.
 func describe(ctx context.Context, q querier, t table) (cols []pgColumn, exists bool, err error) {
-	var oid *uint32
-	// to_regclass takes the quoted name as a parameter: nothing is spliced
-	// into SQL, and quoting resolves exactly the identifiers we were given.
-	if err := q.QueryRow(ctx, "SELECT to_regclass($1)::oid", t.sql()).Scan(&oid); err != nil {
-		return nil, false, fmt.Errorf("look up table %s: %w", t.sql(), err)
-	}
-	if oid == nil {
-		return nil, false, nil
-	}
-	rows, err := q.Query(ctx, `SELECT a.attname, ty.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod
-		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
-		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, *oid)
+	rows, err := q.Query(ctx, describeSQL, t.sql())
 	if err != nil {
 		return nil, false, fmt.Errorf("read columns of %s: %w", t.sql(), err)
 	}
-	cols, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (pgColumn, error) {
-		var c pgColumn
-		err := r.Scan(&c.name, &c.typname, &c.display, &c.typmod)
-		return c, err
-	})
+	cols, exists, err = collectColumns(rows)
 	if err != nil {
 		return nil, false, fmt.Errorf("read columns of %s: %w", t.sql(), err)
 	}
-	return cols, true, nil
+	return cols, exists, nil
+}
+
+// collectColumns reads the rows of describeSQL.
+func collectColumns(rows pgx.Rows) (cols []pgColumn, exists bool, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var name, typname, display *string
+		var typmod *int32
+		var notNull, hasDefault *bool
+		if err := rows.Scan(&exists, &name, &typname, &display, &typmod, &notNull, &hasDefault); err != nil {
+			return nil, false, err
+		}
+		if name == nil {
+			continue // no such table, or no columns
+		}
+		cols = append(cols, pgColumn{name: *name, typname: *typname, display: *display, typmod: *typmod,
+			notNull: *notNull, hasDefault: *hasDefault})
+	}
+	return cols, exists, rows.Err()
 }
 
 // hasUniqueIndex tells whether the table has a unique index (or primary key)

@@ -16,6 +16,9 @@ type pgColumn struct {
 	typname string // pg_type.typname: int4, numeric, timestamptz, …
 	display string // format_type(): integer, numeric(10,2), …
 	typmod  int32
+
+	notNull    bool
+	hasDefault bool // a default, an identity or a generated column
 }
 
 // ddlType is the PostgreSQL type WithCreateTables gives an Arrow type, and the

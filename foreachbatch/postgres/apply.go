@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cespare/xxhash/v2"
@@ -22,6 +23,7 @@ type applier struct {
 	keys         []string
 	merge        map[string]MergeOp
 	createTables bool
+	truncateTS   bool
 	batchCol     string // the upsert's batch id column; "" under the progress guard
 
 	mu   sync.Mutex
@@ -34,6 +36,7 @@ func newApplier(target table, cfg *config) *applier {
 		keys:         cfg.keys,
 		merge:        cfg.merge,
 		createTables: cfg.createTables,
+		truncateTS:   cfg.truncateTS,
 		batchCol:     cfg.batchCol,
 	}
 }
@@ -46,6 +49,7 @@ type plan struct {
 	cols     []string
 	conv     []func(a arrow.Array, i int) any
 	keyIdx   []int // field indexes of the key columns, checked for duplicates
+	keyCut   []int // per key column: the digits it is truncated to, -1 for none
 	preAgg   bool  // every non-key column is an add merge: duplicates are summed
 	stageSQL string
 	insert   string // INSERT … SELECT from the stage
@@ -72,6 +76,14 @@ func (ap *applier) planFor(ctx context.Context, q querier, schema *arrow.Schema)
 	}
 	created := false
 	if !exists && ap.createTables {
+		for _, f := range schema.Fields() {
+			if f.Type.ID() != arrow.TIMESTAMP {
+				continue
+			}
+			if err := checkColumn(ap.target.sql(), f, createdTimestamp(), ap.truncateTS); err != nil {
+				return nil, wrapOp("table "+ap.target.sql()+" not created", err)
+			}
+		}
 		ddl, err := createTargetSQL(ap.target, schema, ap.keys, ap.batchCol)
 		if err != nil {
 			return nil, err
@@ -211,11 +223,11 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 			return nil, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String()}
 		}
 		c := cols[i]
-		if err := checkColumn(tname, f, c); err != nil {
+		if err := checkColumn(tname, f, c, ap.truncateTS); err != nil {
 			return nil, err
 		}
 		p.cols = append(p.cols, f.Name)
-		p.conv = append(p.conv, converter(f.Type, c.typname))
+		p.conv = append(p.conv, converter(f.Type, c))
 		_, _ = fmt.Fprintf(h, "\x00%s\x00%s\x00%d", c.name, c.typname, c.typmod)
 	}
 	for _, c := range cols {
@@ -240,7 +252,13 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 				ErrSchemaMismatch, tname, quoteAll(ap.keys))
 		}
 		for _, k := range ap.keys {
-			p.keyIdx = append(p.keyIdx, byName[k])
+			fi := byName[k]
+			p.keyIdx = append(p.keyIdx, fi)
+			cut := -1
+			if c := cols[slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == k })]; timestampCut(fields[fi].Type, c) > 0 {
+				cut = columnDigits(c)
+			}
+			p.keyCut = append(p.keyCut, cut)
 		}
 	}
 	// The stage's name follows its column types: pgx keeps the column types
@@ -420,6 +438,9 @@ func (s *copySource) checkKey(rec arrow.RecordBatch) error {
 			return fmt.Errorf("batch %d row %d: key column %q is null", s.batchID, s.row, s.keys[j])
 		}
 		v := col.ValueStr(s.i)
+		if s.p.keyCut[j] >= 0 {
+			v = s.vals[fi].(time.Time).Format(time.RFC3339Nano) // as the table will hold it
+		}
 		s.keyBuf = strconv.AppendInt(s.keyBuf, int64(len(v)), 10)
 		s.keyBuf = append(s.keyBuf, ':')
 		s.keyBuf = append(s.keyBuf, v...)
@@ -432,6 +453,10 @@ func (s *copySource) checkKey(rec arrow.RecordBatch) error {
 		parts := make([]string, len(s.p.keyIdx))
 		for j, fi := range s.p.keyIdx {
 			parts[j] = fmt.Sprintf("%s=%s", s.keys[j], rec.Column(fi).ValueStr(s.i))
+			if s.p.keyCut[j] >= 0 {
+				parts[j] = fmt.Sprintf("%s=%s, which is %s once truncated to %s by WithTruncateTimestamps", s.keys[j],
+					rec.Column(fi).ValueStr(s.i), s.vals[fi].(time.Time).Format(time.RFC3339Nano), digitsName(s.p.keyCut[j]))
+			}
 		}
 		return fmt.Errorf("%w: batch %d rows %d and %d both have key (%s); set merges need one row per key",
 			ErrDuplicateKey, s.batchID, first, s.row, strings.Join(parts, ", "))

@@ -95,9 +95,12 @@
 //	timestamp[unit,tz]  timestamp with time zone (timestamp without time zone when tz is empty)
 //	date32              date
 //
-// Integers only widen and decimals are never rounded; PostgreSQL keeps
-// microseconds, so nanosecond timestamps lose their last three digits.
-// Nulls stay NULL.
+// Integers only widen, decimals are never rounded, and timestamps keep
+// every digit: timestamp[ns] into timestamptz (which keeps microseconds), or
+// any unit into timestamp(p) with fewer digits, is refused naming the
+// column, unless WithTruncateTimestamps allows truncation toward the past;
+// keys that become equal then fail the batch with ErrDuplicateKey. Nulls
+// stay NULL.
 //
 // # Names and secrets
 //
@@ -122,16 +125,26 @@
 //
 // # Failures and retries
 //
-// A batch transaction that fails because the connection was lost (pgconn's
-// SafeToRetry, network errors, SQLSTATE class 08), the server shut the
-// session down (57P01, 57P02, 57P03), or the transaction lost a
-// serialization (40001) or deadlock (40P01) race is run again from BEGIN,
-// after 100ms, 200ms, … capped at 5s, at most 5 attempts in all (see WithRetry).
-// That is safe even when a COMMIT's outcome is unknown: the guard sees a
-// batch that did commit as applied. When the attempts run out the error
-// (ErrRetriesExhausted) goes to the engine, which stops; on restart the
-// engine repeats the batch and the guard keeps it exactly-once. Other
-// errors are returned at once.
+// Errors are told apart by SQLSTATE class. A batch transaction that fails
+// because the connection was lost (pgconn's SafeToRetry, network errors,
+// class 08), the server shut the session down or timed it out (57P01,
+// 57P02, 57P03, 57P05, 25P03), ran short of resources (class 53), a
+// statement was cancelled (57014), or the transaction lost a serialization
+// (40001), deadlock (40P01) or lock-timeout (55P03) race is run again from
+// BEGIN, after 100ms, 200ms, … capped at 5s, at most 5 attempts in all (see
+// WithRetry). That is safe even when a COMMIT's outcome is unknown: the
+// guard sees a batch that did commit as applied. When the attempts run out
+// the error (ErrRetriesExhausted) goes to the engine, which stops; on
+// restart the engine repeats the batch and the guard keeps it exactly-once.
+//
+// An error the same batch meets on every run stops it at the first attempt
+// with ErrRejected, naming the batch, the table, the SQLSTATE and its class,
+// and PostgreSQL's detail: constraint violations (23), data exceptions (22),
+// cardinality (21000, an ON CONFLICT that would change one row twice),
+// undefined or forbidden objects (42), unsupported features (0A), errors
+// raised in triggers and routines (P0, 38, 39, 2F), a deferred constraint at
+// COMMIT (40002). Restarting cannot help; fixing the rows, the table or its
+// triggers can. Other errors are returned at once too, without that label.
 //
 // Fault points (internal/fault) mark the protocol's steps for crash tests:
 // pg-before-begin, pg-after-progress, pg-after-rows (before COMMIT) and

@@ -184,9 +184,10 @@ func (g *Guard) advance(ctx context.Context, tx pgx.Tx, batchID int64) (bool, er
 // progress (Advance), calls fn with the transaction unless the batch was
 // already applied, and commits. fn must do all its writes through tx and
 // nothing else with side effects outside the database, since it may run
-// again after a retryable failure (lost connection, 57P01, 40001, 40P01; see
-// WithRetry). When the retries run out the error is returned; running the batch
-// again later is safe.
+// again after a retryable failure (lost connection, 57P01, 40001, 40P01, …;
+// see WithRetry). When the retries run out the error is returned; running
+// the batch again later is safe. An error every run would meet (a
+// constraint of fn's statements, say) is returned at once as ErrRejected.
 func (g *Guard) Run(ctx context.Context, batchID int64, fn func(ctx context.Context, tx pgx.Tx) error) (Result, error) {
 	res := Result{BatchID: batchID}
 	n, err := g.retry.do(ctx, fmt.Sprintf("job %q batch %d", g.job, batchID), func(ctx context.Context) error {

@@ -51,6 +51,7 @@ type config struct {
 	merge        map[string]MergeOp
 	mergeOrder   []string // columns in the order merges were given, for messages
 	createTables bool
+	truncateTS   bool
 	logger       *slog.Logger
 
 	maxAttempts    int
@@ -123,6 +124,18 @@ func WithMerge(op MergeOp, cols ...string) Option {
 // error.
 func WithCreateTables(on bool) Option { return func(c *config) { c.createTables = on } }
 
+// WithTruncateTimestamps lets an output timestamp column with more
+// fractional digits than its PostgreSQL column keeps be written truncated
+// toward the past to the column's precision: timestamp[ns] into timestamptz
+// or timestamp (microseconds), or any unit into timestamp(p). Default: off,
+// and such a column is refused by ValidateSchema (and by WithCreateTables,
+// which would give it microseconds) with a *ColumnError naming it, because
+// truncation is silent loss and makes keys that differ only in the cut
+// digits collide. With it, two such keys in one batch fail the batch with
+// ErrDuplicateKey naming both rows (or are summed, when every non-key column
+// is an add merge), as any repeated key.
+func WithTruncateTimestamps() Option { return func(c *config) { c.truncateTS = true } }
+
 // WithLogger receives one line per skipped batch and per retried attempt.
 // Default: nothing is logged.
 func WithLogger(l *slog.Logger) Option {
@@ -133,13 +146,15 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithRetry bounds the retries of a batch transaction that failed on a lost
-// connection, an administrator shutdown (57P01), a serialization failure
-// (40001) or a deadlock (40P01): at most maxAttempts attempts in all, waiting
-// initial, 2×initial, … capped at max between them (each wait shortened by a
-// random jitter of up to half). Defaults:
-// DefaultMaxAttempts (5), DefaultInitialBackoff (100ms), DefaultMaxBackoff
-// (5s). maxAttempts 1 disables retries.
+// WithRetry bounds the retries of a batch transaction that failed with an
+// error a new attempt can escape (a lost connection, an administrator
+// shutdown (57P01), a serialization failure (40001), a deadlock (40P01), a
+// lock timeout (55P03), short resources (class 53); see the package
+// documentation): at most maxAttempts attempts in all, waiting initial,
+// 2×initial, … capped at max between them (each wait shortened by a random
+// jitter of up to half). Errors every attempt would meet (ErrRejected) are
+// never retried. Defaults: DefaultMaxAttempts (5), DefaultInitialBackoff
+// (100ms), DefaultMaxBackoff (5s). maxAttempts 1 disables retries.
 func WithRetry(maxAttempts int, initial, max time.Duration) Option {
 	return func(c *config) { c.maxAttempts, c.initialBackoff, c.maxBackoff = maxAttempts, initial, max }
 }

@@ -617,11 +617,34 @@ func TestRetryable(t *testing.T) {
 		{&pgconn.PgError{Code: "40P01"}, true},
 		{&pgconn.PgError{Code: "57P01"}, true},
 		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "55P03"}, true},
+		{&pgconn.PgError{Code: "53100"}, true},
 		{&pgconn.PgError{Code: "23505"}, false},
+		{&pgconn.PgError{Code: "21000"}, false},
+		{&pgconn.PgError{Code: "XX000"}, false},
 	} {
 		if got := retryable(tc.err); got != tc.want {
 			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+func TestRejectedClasses(t *testing.T) {
+	for code, want := range map[string]bool{
+		"23505": true, "23514": true, "22003": true, "22001": true, "21000": true, "42703": true, "42P10": true,
+		"0A000": true, "P0001": true, "40002": true,
+		"40001": false, "40P01": false, "08006": false, "57P01": false, "53300": false, "XX000": false, "25006": false, "": false,
+	} {
+		_, _, got := rejected(fmt.Errorf("x: %w", &pgconn.PgError{Code: code}))
+		if got != want {
+			t.Errorf("rejected(SQLSTATE %q) = %v, want %v", code, got, want)
+		}
+		if got && retryable(&pgconn.PgError{Code: code}) {
+			t.Errorf("SQLSTATE %q is both rejected and retryable", code)
+		}
+	}
+	if _, _, got := rejected(errors.New("not a PostgreSQL error")); got {
+		t.Error("a plain error is rejected")
 	}
 }
 

@@ -374,8 +374,8 @@ func TestPostgres(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"payments": 2})
 	testenv.KafkaProduce(t, c, paymentRecords(rand.New(rand.NewPCG(8, 9)), 0, 200)...)
 	cp := openLocal(t, t.TempDir())
-	sink, err := postgres.NewOffsetsInSink(pool, "audit-test", "totals", postgres.CreateTables(true),
-		postgres.KeyColumns("merchant_id"), postgres.Merge(postgres.MergeAdd, "amount_cents"))
+	sink, err := postgres.NewOffsetsInSink(pool, "audit-test", "totals", postgres.WithCreateTables(true),
+		postgres.WithKeyColumns("merchant_id"), postgres.WithMerge(postgres.MergeAdd, "amount_cents"))
 	if err != nil {
 		t.Fatal(err)
 	}

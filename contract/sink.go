@@ -75,3 +75,14 @@ type SchemaValidator interface {
 type SinkPosition interface {
 	LastBatchID(ctx context.Context) (id int64, ok bool, err error)
 }
+
+// SinkHighWater is implemented by a sink that knows only a lower bound of
+// the batches it applied: the highest batch id any of its rows carries (an
+// upsert table's batch id column). Batches that wrote no row leave no
+// trace, so it cannot prove a sink behind; the engine asks it when the
+// sink has no exact SinkPosition and refuses a checkpoint that has not
+// planned that batch (its re-planned, lower batch ids would be ignored).
+// ok is false when no row carries a batch id.
+type SinkHighWater interface {
+	HighestBatchID(ctx context.Context) (id int64, ok bool, err error)
+}

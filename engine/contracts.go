@@ -42,6 +42,9 @@ type (
 	// SinkPosition is contract.SinkPosition: a sink that knows the newest
 	// batch id it applied.
 	SinkPosition = contract.SinkPosition
+	// SinkHighWater is contract.SinkHighWater: a sink that knows the
+	// highest batch id its rows carry.
+	SinkHighWater = contract.SinkHighWater
 
 	// Guarantee is contract.Guarantee: a sink's delivery guarantee.
 	Guarantee = contract.Guarantee

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/cron"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -70,7 +71,7 @@ func TestStopBeforeRunEndsRun(t *testing.T) {
 // clock ticks, so it noticed Stop only when its clock ticked. Now the wait
 // ends on Stop itself, whatever the clock does.
 func TestStopEndsAWaitAtOnce(t *testing.T) {
-	for _, trig := range []Trigger{Every(0), Every(time.Hour), Scheduled(EverySchedule(time.Hour))} {
+	for _, trig := range []Trigger{Every(0), Every(time.Hour), Scheduled(cron.Every(time.Hour))} {
 		t.Run(trig.String(), func(t *testing.T) {
 			cp := localStore(t)
 			sink := memsink.New("out")

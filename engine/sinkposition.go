@@ -39,20 +39,39 @@ type positions struct {
 //
 // role is "sink" or "late-rows sink".
 func (p positions) check(ctx context.Context, role string, s Sink) error {
-	sp, ok := s.(SinkPosition)
-	if !ok || guarantee(s) == AtLeastOnce {
+	if guarantee(s) == AtLeastOnce {
 		return nil // an at-least-once sink does not recognise batches by id
-	}
-	id, has, err := sp.LastBatchID(ctx)
-	if errors.Is(err, errors.ErrUnsupported) {
-		return nil // this sink keeps no position (an upsert sink)
-	}
-	if err != nil {
-		return fmt.Errorf("engine: %s %s: read its last applied batch: %w", role, describe(s), err)
 	}
 	newest := p.committed // the newest planned batch
 	if p.planned {
 		newest++
+	}
+	sp, ok := s.(SinkPosition)
+	var id int64
+	var has bool
+	var err error
+	if ok {
+		id, has, err = sp.LastBatchID(ctx)
+	}
+	if !ok || errors.Is(err, errors.ErrUnsupported) {
+		// No exact position (an upsert sink): a high-water mark can
+		// still show the sink ahead of the checkpoint.
+		hw, ok := s.(SinkHighWater)
+		if !ok {
+			return nil
+		}
+		id, has, err = hw.HighestBatchID(ctx)
+		if err != nil {
+			return fmt.Errorf("engine: %s %s: read the highest batch id it holds: %w", role, describe(s), err)
+		}
+		if has && id > newest {
+			return fmt.Errorf("%w: %s %s holds rows of batch %d, but the checkpoint %s has planned only up to %d; the checkpoint is older than the output (restored from a copy?) and the rows of its next batches would be ignored as older. Use the checkpoint that wrote the output, or a new output",
+				ErrIncompatibleRestart, role, describe(s), id, p.checkpoint, newest)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: %s %s: read its last applied batch: %w", role, describe(s), err)
 	}
 	switch {
 	case !has && p.committed < p.base:

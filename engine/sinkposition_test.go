@@ -217,14 +217,14 @@ type positionSink struct {
 	*memsink.Sink
 	last int64
 	err  error
-	g    string
+	g    Guarantee
 }
 
 func (p *positionSink) LastBatchID(context.Context) (int64, bool, error) {
 	return p.last, p.last >= 0, p.err
 }
 
-func (p *positionSink) Guarantee() string {
+func (p *positionSink) Guarantee() Guarantee {
 	if p.g == "" {
 		return ExactlyOnce
 	}

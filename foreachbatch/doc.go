@@ -15,7 +15,7 @@
 //
 // A function that writes without that check delivers at least once: a crash
 // at the wrong moment applies a batch twice. That is why New reports
-// "at-least-once" unless the caller declares Idempotent().
+// "at-least-once" unless the caller declares WithIdempotent().
 //
 // # The guard pattern
 //

@@ -38,10 +38,10 @@ type config struct {
 // Option configures New.
 type Option func(*config)
 
-// Idempotent declares that the function skips batch ids it already applied,
+// WithIdempotent declares that the function skips batch ids it already applied,
 // so the sink reports "exactly-once". Without it the sink reports
 // "at-least-once", which is what a function without the check delivers.
-func Idempotent() Option { return func(c *config) { c.idempotent = true } }
+func WithIdempotent() Option { return func(c *config) { c.idempotent = true } }
 
 // WithStart runs fn once before the first batch with the query's stable id
 // (create a progress table, check a connection). Default: nothing.
@@ -97,7 +97,7 @@ func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 	return nil
 }
 
-// Guarantee reports contract.ExactlyOnce when Idempotent() was given,
+// Guarantee reports contract.ExactlyOnce when WithIdempotent() was given,
 // else contract.AtLeastOnce.
 func (s *Sink) Guarantee() contract.Guarantee {
 	if s.cfg.idempotent {

@@ -35,7 +35,7 @@ func TestGuardPattern(t *testing.T) {
 		}
 		lastApplied = batchID
 		return nil
-	}, foreachbatch.Idempotent())
+	}, foreachbatch.WithIdempotent())
 
 	b := array.NewInt64Builder(mem)
 	b.AppendValues([]int64{5, 7}, nil)
@@ -73,7 +73,7 @@ func TestOptionsAndErrors(t *testing.T) {
 		{"start and check", []foreachbatch.Option{
 			foreachbatch.WithStart(func(context.Context, string) error { return boom }),
 			foreachbatch.WithSchemaCheck(func(*arrow.Schema) error { return boom }),
-			foreachbatch.Idempotent(),
+			foreachbatch.WithIdempotent(),
 		}, nil, contract.ExactlyOnce, boom, boom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

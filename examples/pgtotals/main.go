@@ -127,10 +127,10 @@ func run() (err error) {
 		return err
 	}
 	sink, err := postgres.NewOffsetsInSink(pool, *job, Table,
-		postgres.KeyColumns("merchant_id"),
-		postgres.Merge(postgres.MergeAdd, "total_cents", "payments"),
-		postgres.CreateTables(*create),
-		postgres.Logger(logger),
+		postgres.WithKeyColumns("merchant_id"),
+		postgres.WithMerge(postgres.MergeAdd, "total_cents", "payments"),
+		postgres.WithCreateTables(*create),
+		postgres.WithLogger(logger),
 	)
 	if err != nil {
 		return err

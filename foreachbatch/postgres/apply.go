@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cespare/xxhash/v2"
@@ -19,31 +20,36 @@ import (
 // INSERT … SELECT … ON CONFLICT from the stage.
 type applier struct {
 	target       table
-	stage        string // temporary table name, in pg_temp
 	keys         []string
 	merge        map[string]MergeOp
 	createTables bool
+	truncateTS   bool
+	batchCol     string // the upsert's batch id column; "" under the progress guard
 
 	mu   sync.Mutex
-	last *plan // plan of the last schema seen
+	last *plan // plan of the last schema and table columns seen
 }
 
 func newApplier(target table, cfg *config) *applier {
 	return &applier{
 		target:       target,
-		stage:        "onceflow_stage_" + strconv.FormatUint(xxhash.Sum64String(target.sql()), 16),
 		keys:         cfg.keys,
 		merge:        cfg.merge,
 		createTables: cfg.createTables,
+		truncateTS:   cfg.truncateTS,
+		batchCol:     cfg.batchCol,
 	}
 }
 
 // plan is everything derived from one output schema and the table's columns.
 type plan struct {
 	schema   *arrow.Schema
+	table    []pgColumn // the target's columns the plan was made for
+	stage    string     // temporary table name, in pg_temp
 	cols     []string
 	conv     []func(a arrow.Array, i int) any
 	keyIdx   []int // field indexes of the key columns, checked for duplicates
+	keyCut   []int // per key column: the digits it is truncated to, -1 for none
 	preAgg   bool  // every non-key column is an add merge: duplicates are summed
 	stageSQL string
 	insert   string // INSERT … SELECT from the stage
@@ -51,7 +57,9 @@ type plan struct {
 }
 
 // planFor returns the plan for schema, reading the catalog through q the
-// first time a schema is seen (and creating the table under CreateTables).
+// first time a schema is seen (and creating the table under
+// WithCreateTables). The plan may be stale by the time it is used: apply
+// checks it against the table under a lock.
 func (ap *applier) planFor(ctx context.Context, q querier, schema *arrow.Schema) (*plan, error) {
 	ap.mu.Lock()
 	p := ap.last
@@ -59,25 +67,107 @@ func (ap *applier) planFor(ctx context.Context, q querier, schema *arrow.Schema)
 	if p != nil && (p.schema == schema || p.schema.Equal(schema)) {
 		return p, nil
 	}
-	p, created, err := ap.buildPlan(ctx, q, schema)
+	if _, _, err := ap.checkOutput(schema); err != nil {
+		return nil, err // before a table is created for it
+	}
+	cols, exists, err := describe(ctx, q, ap.target)
 	if err != nil {
 		return nil, err
 	}
-	if created {
-		// The table was created through q, maybe inside a transaction that
-		// can still roll back: describe it again next time.
-		return p, nil
+	created := false
+	if !exists && ap.createTables {
+		for _, f := range schema.Fields() {
+			if f.Type.ID() != arrow.TIMESTAMP {
+				continue
+			}
+			if err := checkColumn(ap.target.sql(), f, createdTimestamp(), ap.truncateTS); err != nil {
+				return nil, wrapOp("table "+ap.target.sql()+" not created", err)
+			}
+		}
+		ddl, err := createTargetSQL(ap.target, schema, ap.keys, ap.batchCol)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := q.Exec(ctx, ddl); err != nil {
+			return nil, fmt.Errorf("create table %s: %w", ap.target.sql(), err)
+		}
+		created = true
+		if cols, exists, err = describe(ctx, q, ap.target); err != nil {
+			return nil, err
+		}
 	}
-	ap.mu.Lock()
-	ap.last = p
-	ap.mu.Unlock()
+	if !exists {
+		return nil, fmt.Errorf("%w: table %s does not exist (or is not on the search_path)", ErrSchemaMismatch, ap.target.sql())
+	}
+	p, err = ap.buildPlan(ctx, q, schema, cols)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		// A table created through q, maybe inside a transaction that can
+		// still roll back, is described again next time.
+		ap.keep(p)
+	}
 	return p, nil
 }
 
-func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schema) (_ *plan, created bool, err error) {
+func (ap *applier) keep(p *plan) {
+	ap.mu.Lock()
+	ap.last = p
+	ap.mu.Unlock()
+}
+
+// current returns a plan that matches the table as it is now and will stay
+// until tx ends: it locks the table against ALTER and DROP (ACCESS SHARE,
+// which only those conflict with) and reads its columns, in one round trip.
+// When they are not the ones p was made for (the table was altered while
+// the query ran), the plan is made again and checked like a new one: an
+// incompatible change fails the batch naming the column; a compatible one
+// (a widened type, a new nullable column) is followed.
+func (ap *applier) current(ctx context.Context, tx pgx.Tx, schema *arrow.Schema, p *plan) (*plan, error) {
+	b := &pgx.Batch{}
+	b.Queue("LOCK TABLE " + ap.target.sql() + " IN ACCESS SHARE MODE")
+	b.Queue(describeSQL, ap.target.sql())
+	br := tx.SendBatch(ctx, b)
+	_, lockErr := br.Exec()
+	var cols []pgColumn
+	var exists bool
+	var descErr error
+	if lockErr == nil {
+		var rows pgx.Rows
+		if rows, descErr = br.Query(); descErr == nil {
+			cols, exists, descErr = collectColumns(rows)
+		}
+	}
+	closeErr := br.Close()
+	switch {
+	case lockErr != nil:
+		return nil, fmt.Errorf("lock table %s: %w", ap.target.sql(), lockErr)
+	case descErr != nil:
+		return nil, fmt.Errorf("read columns of %s: %w", ap.target.sql(), descErr)
+	case closeErr != nil:
+		return nil, fmt.Errorf("read columns of %s: %w", ap.target.sql(), closeErr)
+	case !exists:
+		return nil, fmt.Errorf("%w: table %s does not exist (or is not on the search_path)", ErrSchemaMismatch, ap.target.sql())
+	}
+	if slices.Equal(cols, p.table) {
+		return p, nil
+	}
+	np, err := ap.buildPlan(ctx, tx, schema, cols)
+	if err != nil {
+		return nil, wrapOp("table changed while the query ran", err)
+	}
+	ap.keep(np)
+	return np, nil
+}
+
+// checkOutput checks what the output schema alone can get wrong, and
+// returns its columns by name and whether the plan sums duplicates (every
+// non-key column an add merge).
+func (ap *applier) checkOutput(schema *arrow.Schema) (byName map[string]int, preAgg bool, err error) {
 	tname := ap.target.sql()
 	fields := schema.Fields()
-	byName := make(map[string]int, len(fields))
+	byName = make(map[string]int, len(fields))
 	for i, f := range fields {
 		if _, dup := byName[f.Name]; dup {
 			return nil, false, fmt.Errorf("%w: output schema has two columns named %q", ErrSchemaMismatch, f.Name)
@@ -103,72 +193,86 @@ func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schem
 			}
 		}
 	}
+	if _, ok := byName[ap.batchCol]; ok && ap.batchCol != "" {
+		return nil, false, fmt.Errorf("%w: output column %q has the name of the batch id column of table %s; rename it, or name another batch id column with WithBatchIDColumn",
+			ErrSchemaMismatch, ap.batchCol, tname)
+	}
 	for _, col := range slices.Sorted(maps.Keys(ap.merge)) {
 		if _, ok := byName[col]; !ok {
 			return nil, false, fmt.Errorf("%w: merge column %q is not in the output schema of table %s", ErrSchemaMismatch, col, tname)
 		}
 	}
+	return byName, len(ap.keys) > 0 && adds > 0 && adds == nonKey, nil
+}
 
-	cols, exists, err := describe(ctx, q, ap.target)
+// buildPlan checks schema against the table's columns cols and derives the
+// statements of a batch.
+func (ap *applier) buildPlan(ctx context.Context, q querier, schema *arrow.Schema, cols []pgColumn) (*plan, error) {
+	tname := ap.target.sql()
+	fields := schema.Fields()
+	byName, preAgg, err := ap.checkOutput(schema)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	if !exists && ap.createTables {
-		ddl, err := createTargetSQL(ap.target, schema, ap.keys)
-		if err != nil {
-			return nil, false, err
-		}
-		if _, err := q.Exec(ctx, ddl); err != nil {
-			return nil, false, fmt.Errorf("create table %s: %w", tname, err)
-		}
-		created = true
-		cols, exists, err = describe(ctx, q, ap.target)
-		if err != nil {
-			return nil, false, err
-		}
-	}
-	if !exists {
-		return nil, false, fmt.Errorf("%w: table %s does not exist (or is not on the search_path)", ErrSchemaMismatch, tname)
-	}
-	p := &plan{schema: schema, preAgg: len(ap.keys) > 0 && adds > 0 && adds == nonKey}
+	p := &plan{schema: schema, table: cols, preAgg: preAgg}
+	h := xxhash.New()
+	_, _ = h.WriteString(tname)
 	for _, f := range fields {
-		var c *pgColumn
-		for i := range cols {
-			if cols[i].name == f.Name {
-				c = &cols[i]
-				break
-			}
+		i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == f.Name })
+		if i < 0 {
+			return nil, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String()}
 		}
-		if c == nil {
-			return nil, false, &ColumnError{Table: tname, Column: f.Name, ArrowType: f.Type.String()}
-		}
-		if err := checkColumn(tname, f, *c); err != nil {
-			return nil, false, err
+		c := cols[i]
+		if err := checkColumn(tname, f, c, ap.truncateTS); err != nil {
+			return nil, err
 		}
 		p.cols = append(p.cols, f.Name)
-		p.conv = append(p.conv, converter(f.Type, c.typname))
+		p.conv = append(p.conv, converter(f.Type, c))
+		_, _ = fmt.Fprintf(h, "\x00%s\x00%s\x00%d", c.name, c.typname, c.typmod)
+	}
+	for _, c := range cols {
+		// Every insert would fail on it: say so now, naming the column.
+		if _, out := byName[c.name]; !out && c.name != ap.batchCol && c.notNull && !c.hasDefault {
+			return nil, &ColumnError{Table: tname, Column: c.name, PGType: c.display,
+				Reason: "NOT NULL with no default, and the output has no such column, so no row can be inserted; give it a default, drop NOT NULL, or add the column to the output"}
+		}
+	}
+	if ap.batchCol != "" {
+		if err := checkBatchColumn(ap.target, ap.batchCol, cols); err != nil {
+			return nil, err
+		}
 	}
 	if len(ap.keys) > 0 {
 		ok, err := hasUniqueIndex(ctx, q, ap.target, ap.keys)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if !ok {
-			return nil, false, fmt.Errorf("%w: table %s has no unique index or primary key on exactly (%s), which the upsert needs",
+			return nil, fmt.Errorf("%w: table %s has no unique index or primary key on exactly (%s), which the upsert needs",
 				ErrSchemaMismatch, tname, quoteAll(ap.keys))
 		}
 		for _, k := range ap.keys {
-			p.keyIdx = append(p.keyIdx, byName[k])
+			fi := byName[k]
+			p.keyIdx = append(p.keyIdx, fi)
+			cut := -1
+			if c := cols[slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == k })]; timestampCut(fields[fi].Type, c) > 0 {
+				cut = columnDigits(c)
+			}
+			p.keyCut = append(p.keyCut, cut)
 		}
 	}
-	stage := pgx.Identifier{"pg_temp", ap.stage}.Sanitize()
-	p.stageSQL = "DROP TABLE IF EXISTS " + stage + "; CREATE TEMPORARY TABLE " + quote(ap.stage) +
+	// The stage's name follows its column types: pgx keeps the column types
+	// of a COPY target per connection under the statement's text, so a
+	// retyped column must give a COPY of another name.
+	p.stage = "onceflow_stage_" + strconv.FormatUint(h.Sum64(), 16)
+	stage := pgx.Identifier{"pg_temp", p.stage}.Sanitize()
+	p.stageSQL = "DROP TABLE IF EXISTS " + stage + "; CREATE TEMPORARY TABLE " + quote(p.stage) +
 		" ON COMMIT DROP AS SELECT " + quoteAll(p.cols) + " FROM " + tname + " WITH NO DATA"
 	p.insert = ap.insertSQL(p, stage, false)
 	if p.preAgg {
 		p.insertGB = ap.insertSQL(p, stage, true)
 	}
-	return p, created, nil
+	return p, nil
 }
 
 func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
@@ -177,6 +281,9 @@ func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
 	b.WriteString(ap.target.sql())
 	b.WriteString(" AS dst (")
 	b.WriteString(quoteAll(p.cols))
+	if ap.batchCol != "" {
+		b.WriteString(", " + quote(ap.batchCol))
+	}
 	b.WriteString(") SELECT ")
 	for i, c := range p.cols {
 		if i > 0 {
@@ -187,6 +294,9 @@ func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
 		} else {
 			b.WriteString(quote(c))
 		}
+	}
+	if ap.batchCol != "" {
+		b.WriteString(", $1::bigint") // the batch id
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(stage)
@@ -213,6 +323,18 @@ func (ap *applier) insertSQL(p *plan, stage string, group bool) string {
 			sets = append(sets, qc+" = EXCLUDED."+qc)
 		}
 	}
+	if ap.batchCol != "" {
+		// The row guard: a stored row changes only for the batch that wrote
+		// it (a repeat, same values) or a later one, never for an older
+		// batch; the WHERE is evaluated on the newest committed version of
+		// the row, so a concurrent newer batch wins whatever the timing.
+		qb := quote(ap.batchCol)
+		sets = append(sets, qb+" = EXCLUDED."+qb)
+		b.WriteString("UPDATE SET ")
+		b.WriteString(strings.Join(sets, ", "))
+		b.WriteString(" WHERE dst." + qb + " IS NULL OR dst." + qb + " <= EXCLUDED." + qb)
+		return b.String()
+	}
 	if len(sets) == 0 {
 		b.WriteString("NOTHING")
 	} else {
@@ -232,6 +354,9 @@ func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *
 	if err != nil {
 		return 0, err
 	}
+	if p, err = ap.current(ctx, tx, schema, p); err != nil {
+		return 0, err
+	}
 	if _, err := tx.Exec(ctx, p.stageSQL); err != nil {
 		return 0, fmt.Errorf("create stage table for %s: %w", ap.target.sql(), err)
 	}
@@ -239,7 +364,7 @@ func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *
 	if len(p.keyIdx) > 0 {
 		src.seen = make(map[string]int64, total)
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", ap.stage}, p.cols, src)
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", p.stage}, p.cols, src)
 	if src.err != nil {
 		return 0, src.err // our own rejection, which the server only echoes
 	}
@@ -250,7 +375,11 @@ func (ap *applier) apply(ctx context.Context, tx pgx.Tx, batchID int64, schema *
 	if src.dup {
 		insert = p.insertGB // only preAgg plans get here with duplicates
 	}
-	if _, err := tx.Exec(ctx, insert); err != nil {
+	var args []any
+	if ap.batchCol != "" {
+		args = append(args, batchID)
+	}
+	if _, err := tx.Exec(ctx, insert, args...); err != nil {
 		return 0, fmt.Errorf("insert into %s: %w", ap.target.sql(), err)
 	}
 	return n, nil
@@ -309,6 +438,9 @@ func (s *copySource) checkKey(rec arrow.RecordBatch) error {
 			return fmt.Errorf("batch %d row %d: key column %q is null", s.batchID, s.row, s.keys[j])
 		}
 		v := col.ValueStr(s.i)
+		if s.p.keyCut[j] >= 0 {
+			v = s.vals[fi].(time.Time).Format(time.RFC3339Nano) // as the table will hold it
+		}
 		s.keyBuf = strconv.AppendInt(s.keyBuf, int64(len(v)), 10)
 		s.keyBuf = append(s.keyBuf, ':')
 		s.keyBuf = append(s.keyBuf, v...)
@@ -321,6 +453,10 @@ func (s *copySource) checkKey(rec arrow.RecordBatch) error {
 		parts := make([]string, len(s.p.keyIdx))
 		for j, fi := range s.p.keyIdx {
 			parts[j] = fmt.Sprintf("%s=%s", s.keys[j], rec.Column(fi).ValueStr(s.i))
+			if s.p.keyCut[j] >= 0 {
+				parts[j] = fmt.Sprintf("%s=%s, which is %s once truncated to %s by WithTruncateTimestamps", s.keys[j],
+					rec.Column(fi).ValueStr(s.i), s.vals[fi].(time.Time).Format(time.RFC3339Nano), digitsName(s.p.keyCut[j]))
+			}
 		}
 		return fmt.Errorf("%w: batch %d rows %d and %d both have key (%s); set merges need one row per key",
 			ErrDuplicateKey, s.batchID, first, s.row, strings.Join(parts, ", "))

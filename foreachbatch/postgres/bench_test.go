@@ -45,7 +45,7 @@ func BenchmarkWrite100k(b *testing.B) {
 	b.Run("copy", func(b *testing.B) {
 		pool := testenv.PG(b)
 		ctx := context.Background()
-		s, err := NewOffsetsInSink(pool, "bench", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+		s, err := NewOffsetsInSink(pool, "bench", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func BenchmarkWrite100k(b *testing.B) {
 	b.Run("row-by-row", func(b *testing.B) {
 		pool := testenv.PG(b)
 		ctx := context.Background()
-		g, err := NewGuard(pool, "bench", CreateTables(true))
+		g, err := NewGuard(pool, "bench", WithCreateTables(true))
 		if err != nil {
 			b.Fatal(err)
 		}

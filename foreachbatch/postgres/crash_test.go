@@ -52,8 +52,8 @@ func crashRows(id int64) (keys []int64, amounts []*int64) {
 }
 
 func crashSink(pool *pgxpool.Pool) (*Sink, error) {
-	return NewOffsetsInSink(pool, "crash-job", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true),
-		Retry(5, 10*time.Millisecond, 100*time.Millisecond))
+	return NewOffsetsInSink(pool, "crash-job", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true),
+		WithRetry(5, 10*time.Millisecond, 100*time.Millisecond))
 }
 
 // TestCrashChild is the child's body; it does nothing in a normal run.

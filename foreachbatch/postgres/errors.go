@@ -19,6 +19,17 @@ var (
 	// ErrRetriesExhausted wraps the last error of a batch transaction that
 	// failed on every allowed attempt.
 	ErrRetriesExhausted = errors.New("postgres: retries exhausted")
+	// ErrRejected marks a batch the database refused with an error that
+	// every run of the batch meets again, classified by SQLSTATE class:
+	// constraint violations (23), data exceptions (22), cardinality (21, an
+	// ON CONFLICT that would change a row twice), undefined or forbidden
+	// objects (42), unsupported features (0A), errors raised by triggers
+	// and routines (P0, 38, 39, 2F) and a few more. It is returned at the
+	// first attempt, naming the batch, the table and the cause; the engine
+	// stops, and a restart without a fix fails again. The *pgconn.PgError is
+	// in the chain. Errors a new attempt can escape (a lost connection, 08;
+	// 40001; 40P01; 55P03; 57P01; class 53) are retried instead (WithRetry).
+	ErrRejected = errors.New("postgres: the database rejected the batch")
 	// ErrOtherQuery is returned by Start when the job's progress row
 	// belongs to another query (another checkpoint): its batch ids are not
 	// this query's, and applying them as skipped would lose data.
@@ -37,6 +48,8 @@ type ColumnError struct {
 
 func (e *ColumnError) Error() string {
 	switch {
+	case e.PGType == "" && e.ArrowType == "":
+		return fmt.Sprintf("postgres: table %s has no column %q: %s", e.Table, e.Column, e.Reason)
 	case e.PGType == "":
 		return fmt.Sprintf("postgres: table %s has no column %q (output column of type %s)", e.Table, e.Column, e.ArrowType)
 	case e.ArrowType == "":

@@ -21,12 +21,12 @@ func ExampleGuard_Run() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	guard, err := postgres.NewGuard(pool, "payments-to-ledger", postgres.CreateTables(true))
+	guard, err := postgres.NewGuard(pool, "payments-to-ledger", postgres.WithCreateTables(true))
 	if err != nil {
 		log.Fatal(err)
 	}
 	balances, err := postgres.NewOffsetsInSink(pool, "unused", "balances",
-		postgres.KeyColumns("account"), postgres.Merge(postgres.MergeAdd, "amount"))
+		postgres.WithKeyColumns("account"), postgres.WithMerge(postgres.MergeAdd, "amount"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func ExampleGuard_Run() {
 			return err
 		})
 		return err
-	}, foreachbatch.Idempotent(), foreachbatch.WithStart(func(ctx context.Context, _ string) error {
+	}, foreachbatch.WithIdempotent(), foreachbatch.WithStart(func(ctx context.Context, _ string) error {
 		return guard.Start(ctx)
 	}))
 	_ = sink // hand it to the query as its sink

@@ -58,7 +58,7 @@ type Guard struct {
 }
 
 // NewGuard returns the guard of job over the progress table (see
-// ProgressTable, TableSchema, CreateTables, Retry, Logger). The pool is the
+// WithProgressTable, WithTableSchema, WithCreateTables, WithRetry, WithLogger). The pool is the
 // caller's; the guard never closes it.
 func NewGuard(pool *pgxpool.Pool, job string, opts ...Option) (*Guard, error) {
 	cfg := defaults()
@@ -83,7 +83,7 @@ func newGuard(pool *pgxpool.Pool, job string, cfg config) (*Guard, error) {
 	return g, nil
 }
 
-// Start creates the progress table under CreateTables(true), checks its
+// Start creates the progress table under WithCreateTables(true), checks its
 // columns, and creates the job's row (batch id -1) if it is missing. It
 // does not bind the job to a query; the sinks call StartFor.
 func (g *Guard) Start(ctx context.Context) error { return g.StartFor(ctx, "") }
@@ -184,9 +184,10 @@ func (g *Guard) advance(ctx context.Context, tx pgx.Tx, batchID int64) (bool, er
 // progress (Advance), calls fn with the transaction unless the batch was
 // already applied, and commits. fn must do all its writes through tx and
 // nothing else with side effects outside the database, since it may run
-// again after a retryable failure (lost connection, 57P01, 40001, 40P01; see
-// Retry). When the retries run out the error is returned; running the batch
-// again later is safe.
+// again after a retryable failure (lost connection, 57P01, 40001, 40P01, …;
+// see WithRetry). When the retries run out the error is returned; running
+// the batch again later is safe. An error every run would meet (a
+// constraint of fn's statements, say) is returned at once as ErrRejected.
 func (g *Guard) Run(ctx context.Context, batchID int64, fn func(ctx context.Context, tx pgx.Tx) error) (Result, error) {
 	res := Result{BatchID: batchID}
 	n, err := g.retry.do(ctx, fmt.Sprintf("job %q batch %d", g.job, batchID), func(ctx context.Context) error {

@@ -17,10 +17,11 @@ import (
 )
 
 // retryable tells whether a failed batch transaction may be run again from
-// the start: the connection was lost, the server shut the session down, or
-// the transaction lost a serialization or deadlock race. Running it again is
-// safe because the transaction either committed (then the progress guard
-// skips it) or left no trace.
+// the start: the connection was lost, the server shut the session down or
+// ran short of resources, or the transaction lost a serialization, deadlock
+// or lock-timeout race. Running it again is safe because the transaction
+// either committed (then the progress guard skips it, or the upsert's batch
+// id column makes it a rewrite of the same values) or left no trace.
 func retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -30,12 +31,22 @@ func retryable(err error) bool {
 		switch pgErr.Code {
 		case "40001", // serialization_failure
 			"40P01", // deadlock_detected
+			"40003", // statement_completion_unknown
+			"55P03", // lock_not_available (lock_timeout)
+			"57014", // query_canceled (statement_timeout, pg_cancel_backend)
 			"57P01", // admin_shutdown
 			"57P02", // crash_shutdown
-			"57P03": // cannot_connect_now
+			"57P03", // cannot_connect_now
+			"57P05", // idle_session_timeout
+			"25P03": // idle_in_transaction_session_timeout
 			return true
 		}
-		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08" // connection_exception
+		switch sqlClass(pgErr.Code) {
+		case "08", // connection_exception
+			"53": // insufficient_resources: disk full, out of memory, too many connections
+			return true
+		}
+		return false
 	}
 	if pgconn.SafeToRetry(err) {
 		return true
@@ -47,6 +58,59 @@ func retryable(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
+func sqlClass(code string) string {
+	if len(code) != 5 {
+		return ""
+	}
+	return code[:2]
+}
+
+// rejectedClass names the SQLSTATE classes of errors a batch meets again
+// on every run: the database refuses these rows or these statements, not
+// this moment, and retrying them only delays the stop.
+func rejectedClass(class string) (string, bool) {
+	switch class {
+	case "0A":
+		return "feature not supported", true
+	case "21":
+		return "cardinality violation", true
+	case "22":
+		return "data exception", true
+	case "23":
+		return "integrity constraint violation", true
+	case "27":
+		return "triggered data change violation", true
+	case "2F":
+		return "SQL routine exception", true
+	case "38":
+		return "external routine exception", true
+	case "39":
+		return "external routine invocation exception", true
+	case "42":
+		return "syntax error or access rule violation", true
+	case "44":
+		return "with check option violation", true
+	case "P0":
+		return "PL/pgSQL error", true
+	}
+	return "", false
+}
+
+// rejected returns the PostgreSQL error and the name of its class when err
+// is one the same batch meets on every run (see rejectedClass; 40002, a
+// deferred constraint violated at COMMIT, too).
+func rejected(err error) (*pgconn.PgError, string, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return nil, "", false
+	}
+	if pgErr.Code == "40002" {
+		return pgErr, "integrity constraint violation at commit", true
+	}
+	name, ok := rejectedClass(sqlClass(pgErr.Code))
+	return pgErr, name, ok
 }
 
 // backoff returns the wait before attempt n+1 after n failed attempts.
@@ -89,6 +153,9 @@ func (r *retrier) do(ctx context.Context, what string, attempt func(ctx context.
 			return n, nil
 		}
 		err = r.scrub.err(err)
+		if pgErr, class, ok := rejected(err); ok {
+			return n, r.scrub.err(&rejectedError{what: what, pg: pgErr, class: class, err: err})
+		}
 		if !retryable(err) || ctx.Err() != nil {
 			return n, r.scrub.err(wrapOp(what, err))
 		}
@@ -111,6 +178,46 @@ func (r *retrier) do(ctx context.Context, what string, attempt func(ctx context.
 		}
 	}
 }
+
+// rejectedError is a batch the database refused for a reason a new attempt
+// cannot change; errors.Is(err, ErrRejected) holds, and errors.As finds the
+// *pgconn.PgError.
+type rejectedError struct {
+	what  string
+	pg    *pgconn.PgError
+	class string
+	err   error
+}
+
+func (e *rejectedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "postgres: %s: rejected by the database, not retried (SQLSTATE %s, %s", e.what, e.pg.Code, e.class)
+	if e.pg.TableName != "" {
+		fmt.Fprintf(&b, "; table %q", e.pg.TableName)
+	}
+	if e.pg.ColumnName != "" {
+		fmt.Fprintf(&b, ", column %q", e.pg.ColumnName)
+	}
+	if e.pg.ConstraintName != "" {
+		fmt.Fprintf(&b, ", constraint %q", e.pg.ConstraintName)
+	}
+	b.WriteString("): every run of this batch fails the same way; fix the rows, the table or its triggers, then restart: ")
+	b.WriteString(strings.TrimPrefix(e.err.Error(), "postgres: "))
+	if e.pg.Detail != "" {
+		b.WriteString("; " + e.pg.Detail)
+	}
+	if e.pg.Hint != "" {
+		b.WriteString("; hint: " + e.pg.Hint)
+	}
+	if e.pg.Code == "21000" {
+		b.WriteString("; two rows of the batch have keys the table compares equal though the output tells them apart (a nondeterministic collation, say)")
+	}
+	return b.String()
+}
+
+func (e *rejectedError) Unwrap() error { return e.err }
+
+func (e *rejectedError) Is(target error) bool { return target == ErrRejected }
 
 // exhaustedError is the last error of a batch transaction that failed on
 // every attempt; errors.Is(err, ErrRetriesExhausted) holds.

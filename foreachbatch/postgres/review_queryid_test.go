@@ -24,7 +24,7 @@ func TestReviewNewQuerySameJobLosesBatches(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 
 	write := func(query string, batches [][2][]int64) error {
-		s, err := NewOffsetsInSink(pool, "job1", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+		s, err := NewOffsetsInSink(pool, "job1", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -88,7 +88,7 @@ func TestPasswordNeverInErrors(t *testing.T) {
 		}
 		defer pool.Close()
 		var logs lockedBuffer
-		s, err := NewOffsetsInSink(pool, "j", "t", KeyColumns("k"), Logger(newTextLogger(&logs)))
+		s, err := NewOffsetsInSink(pool, "j", "t", WithKeyColumns("k"), WithLogger(newTextLogger(&logs)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestPasswordNeverInErrors(t *testing.T) {
 			s.ValidateSchema(kvSchema),
 			s.AddBatch(ctx, 0, kvSchema, []arrow.RecordBatch{rec}),
 		}
-		up, err := NewUpsert(pool, "t", KeyColumns("k"))
+		up, err := NewUpsert(pool, "t", WithKeyColumns("k"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestPasswordNeverInErrors(t *testing.T) {
 		}
 		defer pool.Close()
 		var logs lockedBuffer
-		s, err := NewOffsetsInSink(pool, "j", "t", Retry(3, time.Millisecond, time.Millisecond), Logger(newTextLogger(&logs)))
+		s, err := NewOffsetsInSink(pool, "j", "t", WithRetry(3, time.Millisecond, time.Millisecond), WithLogger(newTextLogger(&logs)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestPasswordNeverInErrors(t *testing.T) {
 			t.Fatal("test pool has another password")
 		}
 		// The password appears in the job name: even then no error shows it.
-		s, err := NewOffsetsInSink(pool, "job-"+password, "no such table", KeyColumns("k"))
+		s, err := NewOffsetsInSink(pool, "job-"+password, "no such table", WithKeyColumns("k"))
 		if err != nil {
 			t.Fatal(err)
 		}

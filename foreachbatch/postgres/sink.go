@@ -47,7 +47,7 @@ type Sink struct {
 // NewOffsetsInSink returns a sink that applies batch N to table in one
 // transaction with job's progress row (see Guard): a batch that was already
 // applied is skipped, so any output mode and any merge (MergeAdd included)
-// is exactly-once. Without KeyColumns rows are appended.
+// is exactly-once. Without WithKeyColumns rows are appended.
 func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...Option) (*Sink, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -60,6 +60,10 @@ func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...
 	if err != nil {
 		return nil, err
 	}
+	if cfg.batchColSet {
+		return nil, fmt.Errorf("%w: %q: WithBatchIDColumn applies to NewUpsert; the offsets-in-sink progress row guards every batch", ErrConfig, tableName)
+	}
+	cfg.batchCol = "" // the progress row is the guard
 	s := &Sink{pool: pool, target: table{schema: cfg.schema, name: tableName}, guard: g, cfg: cfg, scrub: g.scrub}
 	s.ap = newApplier(s.target, &s.cfg)
 	// ValidateSchema retries through the sink's own retrier (batches go
@@ -70,10 +74,13 @@ func NewOffsetsInSink(pool *pgxpool.Pool, job string, tableName string, opts ...
 }
 
 // NewUpsert returns a sink that upserts each batch into table under
-// KeyColumns (required), with no progress table: repeating a batch rewrites
-// the same values, so it is exactly-once only when every row carries the
-// full value of its key (update or complete output mode). MergeAdd and
-// ProgressTable are refused.
+// WithKeyColumns (required), with no progress table. Every row records the
+// batch that last wrote it in the batch id column (WithBatchIDColumn), and a
+// row changes only for a batch at or after that one: a repeated batch
+// rewrites the same values, and an older batch (a stalled driver's, late)
+// never overwrites a newer one. It is exactly-once when every row carries
+// the full value of its key (update or complete output mode); MergeAdd,
+// which carries deltas, and WithProgressTable are refused.
 func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -89,7 +96,7 @@ func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, err
 		return nil, err
 	}
 	if len(cfg.keys) == 0 {
-		return nil, fmt.Errorf("%w: upsert into %q needs KeyColumns", ErrConfig, tableName)
+		return nil, fmt.Errorf("%w: upsert into %q needs WithKeyColumns", ErrConfig, tableName)
 	}
 	for _, col := range cfg.mergeOrder {
 		if cfg.merge[col] == MergeAdd {
@@ -98,7 +105,10 @@ func NewUpsert(pool *pgxpool.Pool, tableName string, opts ...Option) (*Sink, err
 		}
 	}
 	if cfg.progressSet {
-		return nil, fmt.Errorf("%w: upsert into %q keeps no progress table; ProgressTable applies to NewOffsetsInSink", ErrConfig, tableName)
+		return nil, fmt.Errorf("%w: upsert into %q keeps no progress table; WithProgressTable applies to NewOffsetsInSink", ErrConfig, tableName)
+	}
+	if isKey(cfg.keys, cfg.batchCol) || cfg.merge[cfg.batchCol] != MergeSet {
+		return nil, fmt.Errorf("%w: upsert into %q: batch id column %q is also a key or merge column; name another with WithBatchIDColumn", ErrConfig, tableName, cfg.batchCol)
 	}
 	s := &Sink{pool: pool, target: table{schema: cfg.schema, name: tableName}, cfg: cfg, scrub: newScrubber(pool)}
 	s.ap = newApplier(s.target, &s.cfg)
@@ -131,6 +141,28 @@ func (s *Sink) LastBatchID(ctx context.Context) (int64, bool, error) {
 	return id, id >= 0, nil
 }
 
+// HighestBatchID reports, for an upsert sink, the highest batch id in the
+// table's batch id column (read at start; without an index on the column
+// that reads the table). Batches that wrote no row leave no trace, so it
+// is only a lower bound of what the sink applied: the engine refuses a
+// checkpoint that has not planned that batch (the guarded upsert would
+// ignore the rows of its re-planned, lower batch ids). The offsets-in-sink
+// sink answers its exact position through LastBatchID instead.
+func (s *Sink) HighestBatchID(ctx context.Context) (int64, bool, error) {
+	if s.guard != nil {
+		return s.LastBatchID(ctx)
+	}
+	var id *int64
+	err := s.pool.QueryRow(ctx, "SELECT max("+quote(s.cfg.batchCol)+") FROM "+s.target.sql()).Scan(&id)
+	if err != nil {
+		return 0, false, s.scrub.err(fmt.Errorf("postgres: read the newest batch id in %s.%s: %w", s.target.sql(), quote(s.cfg.batchCol), err))
+	}
+	if id == nil || *id < 0 {
+		return 0, false, nil
+	}
+	return *id, true, nil
+}
+
 // Description names the sink for progress and logs: the kind, the target
 // table and, for the offsets-in-sink sink, the job. It holds no DSN.
 func (s *Sink) Description() string {
@@ -142,7 +174,7 @@ func (s *Sink) Description() string {
 
 // ValidateSchema checks that the target table has a column of a compatible
 // type for every output column, and a unique index on the key columns,
-// creating the table first under CreateTables(true). A *ColumnError names
+// creating the table first under WithCreateTables(true). A *ColumnError names
 // the column and both types.
 func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 	ctx, cancel := context.WithTimeout(context.Background(), validateTimeout)
@@ -153,10 +185,7 @@ func (s *Sink) ValidateSchema(schema *arrow.Schema) error {
 		_, err := s.ap.planFor(ctx, s.pool, schema)
 		return err
 	})
-	if err != nil {
-		return s.scrub.err(wrapOp("validate "+s.target.sql(), err))
-	}
-	return nil
+	return err // named and scrubbed by the retrier
 }
 
 // AddBatch writes batch batchID (see Write).
@@ -165,7 +194,7 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 	return err
 }
 
-// Write writes batch batchID in one transaction, retried as Retry says, and
+// Write writes batch batchID in one transaction, retried as WithRetry says, and
 // tells what happened: an offsets-in-sink sink reports Skipped for a batch
 // already applied.
 func (s *Sink) Write(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) (Result, error) {
@@ -247,5 +276,9 @@ func (s *Sink) Stats() Stats {
 	return s.count.stats()
 }
 
-// Guarantee reports contract.ExactlyOnce.
+// Guarantee reports contract.ExactlyOnce: the offsets-in-sink sink's
+// progress row and the upsert sink's batch id column (with full values
+// under a deterministic key, which NewUpsert requires) both make a
+// repeated batch harmless and an older batch unable to overwrite a newer
+// one.
 func (s *Sink) Guarantee() contract.Guarantee { return contract.ExactlyOnce }

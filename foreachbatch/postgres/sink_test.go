@@ -28,13 +28,13 @@ func TestOffsetsInSinkExactlyOnce(t *testing.T) {
 	}{
 		{
 			name:  "add merge sums deltas",
-			opts:  []Option{KeyColumns("k"), Merge(MergeAdd, "total")},
+			opts:  []Option{WithKeyColumns("k"), WithMerge(MergeAdd, "total")},
 			batch: [][2][]int64{{{1, 2}, {10, 20}}, {{1, 3}, {5, 7}}, {{2}, {1}}},
 			want:  map[int64]int64{1: 15, 2: 21, 3: 7},
 		},
 		{
 			name:  "set merge keeps the last full value",
-			opts:  []Option{KeyColumns("k")},
+			opts:  []Option{WithKeyColumns("k")},
 			batch: [][2][]int64{{{1, 2}, {10, 20}}, {{1, 3}, {15, 7}}, {{2}, {21}}},
 			want:  map[int64]int64{1: 15, 2: 21, 3: 7},
 		},
@@ -50,7 +50,7 @@ func TestOffsetsInSinkExactlyOnce(t *testing.T) {
 			ctx := ctxT(t)
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			s, err := NewOffsetsInSink(pool, "job1", "totals", append(tc.opts, CreateTables(true))...)
+			s, err := NewOffsetsInSink(pool, "job1", "totals", append(tc.opts, WithCreateTables(true))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestSkippedIsLogged(t *testing.T) {
 	pool := testenv.PG(t)
 	ctx := ctxT(t)
 	var buf strings.Builder
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true), Logger(newTextLogger(&buf)))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true), WithLogger(newTextLogger(&buf)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestSkippedIsLogged(t *testing.T) {
 func TestEmptyBatchAdvancesProgress(t *testing.T) {
 	pool := testenv.PG(t)
 	ctx := ctxT(t)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,11 +168,11 @@ func TestTwoJobsShareProgressTable(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	a, err := NewOffsetsInSink(pool, "a", "ta", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), ProgressTable("shared"))
+	a, err := NewOffsetsInSink(pool, "a", "ta", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true), WithProgressTable("shared"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewOffsetsInSink(pool, "b", "tb", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), ProgressTable("shared"))
+	b, err := NewOffsetsInSink(pool, "b", "tb", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true), WithProgressTable("shared"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestAddMergeNulls(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestDuplicateKeysInBatch(t *testing.T) {
 	t.Run("set merge fails naming the key", func(t *testing.T) {
 		pool := testenv.PG(t)
 		ctx := ctxT(t)
-		s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true))
+		s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestDuplicateKeysInBatch(t *testing.T) {
 	t.Run("add merge sums within the batch", func(t *testing.T) {
 		pool := testenv.PG(t)
 		ctx := ctxT(t)
-		s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true))
+		s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,8 +286,8 @@ func TestUpsert(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	mustExec(t, pool, "CREATE TABLE totals (k bigint PRIMARY KEY, total bigint)")
-	s, err := NewUpsert(pool, "totals", KeyColumns("k"))
+	mustExec(t, pool, "CREATE TABLE totals (k bigint PRIMARY KEY, total bigint, onceflow_batch_id bigint NOT NULL DEFAULT -1)")
+	s, err := NewUpsert(pool, "totals", WithKeyColumns("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,6 +313,85 @@ func TestUpsert(t *testing.T) {
 	if s.Guarantee() != contract.ExactlyOnce || s.Guard() != nil {
 		t.Error("upsert sink: wrong guarantee or guard")
 	}
+	// Each row records the batch that last wrote it; the newest is the
+	// sink's position.
+	var b1, b2 int64
+	if err := pool.QueryRow(ctx, "SELECT (SELECT onceflow_batch_id FROM totals WHERE k = 1), (SELECT onceflow_batch_id FROM totals WHERE k = 2)").Scan(&b1, &b2); err != nil {
+		t.Fatal(err)
+	}
+	if b1 != 1 || b2 != 0 {
+		t.Errorf("batch ids k=1 %d, k=2 %d; want 1 and 0", b1, b2)
+	}
+	if id, ok, err := s.LastBatchID(ctx); err != nil || !ok || id != 1 {
+		t.Errorf("LastBatchID = %d, %v, %v; want 1, true", id, ok, err)
+	}
+}
+
+// TestUpsertBatchIDColumnChecked: an upsert table without its batch id
+// column (or with one of another type) is refused at ValidateSchema with
+// the statement that fixes it; an empty table reports no position.
+func TestUpsertBatchIDColumnChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ddl  string
+		opts []Option
+		want []string
+	}{
+		{"missing", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint)", nil,
+			[]string{`"t"`, `no column "onceflow_batch_id"`, `ALTER TABLE "t" ADD COLUMN "onceflow_batch_id" bigint NOT NULL DEFAULT -1`}},
+		{"named and missing", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint, onceflow_batch_id bigint)", []Option{WithBatchIDColumn("written_by")},
+			[]string{`"t"`, `no column "written_by"`, `ADD COLUMN "written_by" bigint`}},
+		{"not bigint", "CREATE TABLE t (k bigint PRIMARY KEY, total bigint, onceflow_batch_id integer)", nil,
+			[]string{`"onceflow_batch_id"`, "integer", `ALTER TABLE "t" ALTER COLUMN "onceflow_batch_id" TYPE bigint`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := testenv.PG(t)
+			mustExec(t, pool, tc.ddl)
+			s, err := NewUpsert(pool, "t", append(tc.opts, WithKeyColumns("k"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.ValidateSchema(kvSchema)
+			t.Log(err)
+			if !errors.Is(err, ErrSchemaMismatch) {
+				t.Fatalf("err = %v, want ErrSchemaMismatch", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	t.Run("created, and empty", func(t *testing.T) {
+		pool := testenv.PG(t)
+		ctx := ctxT(t)
+		s, err := NewUpsert(pool, "t", WithKeyColumns("k"), WithCreateTables(true), WithBatchIDColumn("written_by"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ValidateSchema(kvSchema); err != nil {
+			t.Fatal(err)
+		}
+		if id, ok, err := s.LastBatchID(ctx); err != nil || ok {
+			t.Errorf("LastBatchID of an empty table = %d, %v, %v; want none", id, ok, err)
+		}
+		var typ string
+		if err := pool.QueryRow(ctx, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 't'::regclass AND attname = 'written_by'").Scan(&typ); err != nil || typ != "bigint" {
+			t.Errorf("created batch id column: %q, %v", typ, err)
+		}
+	})
+	t.Run("output column with its name", func(t *testing.T) {
+		pool := testenv.PG(t)
+		s, err := NewUpsert(pool, "t", WithKeyColumns("k"), WithCreateTables(true), WithBatchIDColumn("total"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.ValidateSchema(kvSchema)
+		if !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), `"total" has the name of the batch id column`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -323,20 +402,26 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"upsert refuses add", func() (*Sink, error) {
-			return NewUpsert(pool, "t", KeyColumns("k"), Merge(MergeAdd, "total"))
+			return NewUpsert(pool, "t", WithKeyColumns("k"), WithMerge(MergeAdd, "total"))
 		}, `column "total" has an add merge`},
-		{"upsert needs keys", func() (*Sink, error) { return NewUpsert(pool, "t") }, "needs KeyColumns"},
+		{"upsert needs keys", func() (*Sink, error) { return NewUpsert(pool, "t") }, "needs WithKeyColumns"},
+		{"batch id column is a key", func() (*Sink, error) {
+			return NewUpsert(pool, "t", WithKeyColumns("k"), WithBatchIDColumn("k"))
+		}, `batch id column "k" is also a key`},
+		{"batch id column for offsets-in-sink", func() (*Sink, error) {
+			return NewOffsetsInSink(pool, "j", "t", WithBatchIDColumn("b"))
+		}, "WithBatchIDColumn applies to NewUpsert"},
 		{"upsert has no progress", func() (*Sink, error) {
-			return NewUpsert(pool, "t", KeyColumns("k"), ProgressTable("p"))
+			return NewUpsert(pool, "t", WithKeyColumns("k"), WithProgressTable("p"))
 		}, "keeps no progress table"},
 		{"add needs keys", func() (*Sink, error) {
-			return NewOffsetsInSink(pool, "j", "t", Merge(MergeAdd, "total"))
-		}, "needs KeyColumns"},
+			return NewOffsetsInSink(pool, "j", "t", WithMerge(MergeAdd, "total"))
+		}, "needs WithKeyColumns"},
 		{"merge on key", func() (*Sink, error) {
-			return NewOffsetsInSink(pool, "j", "t", KeyColumns("k"), Merge(MergeAdd, "k"))
+			return NewOffsetsInSink(pool, "j", "t", WithKeyColumns("k"), WithMerge(MergeAdd, "k"))
 		}, "is a key column"},
 		{"empty job", func() (*Sink, error) { return NewOffsetsInSink(pool, "", "t") }, "empty job"},
-		{"bad retry", func() (*Sink, error) { return NewOffsetsInSink(pool, "j", "t", Retry(0, 0, 0)) }, "maxAttempts 0"},
+		{"bad retry", func() (*Sink, error) { return NewOffsetsInSink(pool, "j", "t", WithRetry(0, 0, 0)) }, "maxAttempts 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.mk()
@@ -374,7 +459,7 @@ func TestSchemaMismatch(t *testing.T) {
 			if tc.ddl != "" {
 				mustExec(t, pool, tc.ddl)
 			}
-			s, err := NewOffsetsInSink(pool, "j", "t", KeyColumns(tc.keys...))
+			s, err := NewOffsetsInSink(pool, "j", "t", WithKeyColumns(tc.keys...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,8 +508,8 @@ func TestWeirdIdentifiers(t *testing.T) {
 		{Name: key, Type: arrow.PrimitiveTypes.Int64},
 		{Name: val, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil)
-	s, err := NewOffsetsInSink(pool, `job "x"'`, tableName, TableSchema(schemaName), ProgressTable(progress),
-		KeyColumns(key), Merge(MergeAdd, val), CreateTables(true))
+	s, err := NewOffsetsInSink(pool, `job "x"'`, tableName, WithTableSchema(schemaName), WithProgressTable(progress),
+		WithKeyColumns(key), WithMerge(MergeAdd, val), WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,8 +550,8 @@ func TestConnectionCutMidBatch(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true),
-		Retry(4, 0, 0))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true),
+		WithRetry(4, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,11 +618,34 @@ func TestRetryable(t *testing.T) {
 		{&pgconn.PgError{Code: "40P01"}, true},
 		{&pgconn.PgError{Code: "57P01"}, true},
 		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "55P03"}, true},
+		{&pgconn.PgError{Code: "53100"}, true},
 		{&pgconn.PgError{Code: "23505"}, false},
+		{&pgconn.PgError{Code: "21000"}, false},
+		{&pgconn.PgError{Code: "XX000"}, false},
 	} {
 		if got := retryable(tc.err); got != tc.want {
 			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+func TestRejectedClasses(t *testing.T) {
+	for code, want := range map[string]bool{
+		"23505": true, "23514": true, "22003": true, "22001": true, "21000": true, "42703": true, "42P10": true,
+		"0A000": true, "P0001": true, "40002": true,
+		"40001": false, "40P01": false, "08006": false, "57P01": false, "53300": false, "XX000": false, "25006": false, "": false,
+	} {
+		_, _, got := rejected(fmt.Errorf("x: %w", &pgconn.PgError{Code: code}))
+		if got != want {
+			t.Errorf("rejected(SQLSTATE %q) = %v, want %v", code, got, want)
+		}
+		if got && retryable(&pgconn.PgError{Code: code}) {
+			t.Errorf("SQLSTATE %q is both rejected and retryable", code)
+		}
+	}
+	if _, _, got := rejected(errors.New("not a PostgreSQL error")); got {
+		t.Error("a plain error is rejected")
 	}
 }
 
@@ -551,14 +659,14 @@ func TestForeachBatchGuard(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	mustExec(t, pool, "CREATE TABLE balances (k bigint PRIMARY KEY, total bigint)")
 	mustExec(t, pool, "CREATE TABLE audit (batch_id bigint)")
-	g, err := NewGuard(pool, "ledger", CreateTables(true))
+	g, err := NewGuard(pool, "ledger", WithCreateTables(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	bal, err := NewOffsetsInSink(pool, "unused", "balances", KeyColumns("k"), Merge(MergeAdd, "total"))
+	bal, err := NewOffsetsInSink(pool, "unused", "balances", WithKeyColumns("k"), WithMerge(MergeAdd, "total"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +679,7 @@ func TestForeachBatchGuard(t *testing.T) {
 			return err
 		})
 		return err
-	}, foreachbatch.Idempotent())
+	}, foreachbatch.WithIdempotent())
 	rec := kvRecord(t, mem, kvSchema, []int64{1, 2}, []*int64{i64(10), i64(1)})
 	defer rec.Release()
 	for _, id := range []int64{0, 0, 1, 1, 2, 2} {
@@ -604,7 +712,7 @@ func TestDeadlockRetried(t *testing.T) {
 	for i, job := range []string{"a", "b"} {
 		// The backoff lets the survivor commit before the victim retries; with
 		// none, the victim can take the first lock again and deadlock anew.
-		g, err := NewGuard(pool, job, CreateTables(true), Retry(5, 50*time.Millisecond, 200*time.Millisecond))
+		g, err := NewGuard(pool, job, WithCreateTables(true), WithRetry(5, 50*time.Millisecond, 200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -651,7 +759,7 @@ func TestDeadlockRetried(t *testing.T) {
 	}
 }
 
-// TestCreateTableInLostTransaction: with CreateTables and no ValidateSchema,
+// TestCreateTableInLostTransaction: with WithCreateTables and no ValidateSchema,
 // the first batch creates the table inside its own transaction; when that
 // transaction is lost the retry must create it again, not trust a plan made
 // for a table that was rolled back.
@@ -660,7 +768,7 @@ func TestCreateTableInLostTransaction(t *testing.T) {
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	s, err := NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), CreateTables(true), Retry(3, 0, 0))
+	s, err := NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithCreateTables(true), WithRetry(3, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -705,9 +813,9 @@ func TestValidateSchemaRetriesLostConnection(t *testing.T) {
 			var s *Sink
 			var err error
 			if kind == "upsert" {
-				s, err = NewUpsert(pool, "totals", KeyColumns("k"), CreateTables(true), Retry(4, 0, 0))
+				s, err = NewUpsert(pool, "totals", WithKeyColumns("k"), WithCreateTables(true), WithRetry(4, 0, 0))
 			} else {
-				s, err = NewOffsetsInSink(pool, "j", "totals", KeyColumns("k"), Merge(MergeAdd, "total"), CreateTables(true), Retry(4, 0, 0))
+				s, err = NewOffsetsInSink(pool, "j", "totals", WithKeyColumns("k"), WithMerge(MergeAdd, "total"), WithCreateTables(true), WithRetry(4, 0, 0))
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -44,33 +44,49 @@ func quoteAll(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
+// describeSQL reads a table's columns from the catalog, in table order, in
+// one statement: $1 is the quoted name. A table that does not exist gives
+// one row with a NULL oid; one without columns, one row of NULL columns.
+const describeSQL = `SELECT r.oid IS NOT NULL, a.attname, ty.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod,
+		a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''
+	FROM (SELECT to_regclass($1)::oid AS oid) r
+	LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+	LEFT JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+	ORDER BY a.attnum`
+
 // describe reads the table's columns from the catalog, in table order.
-// exists is false when no such table is visible.
+// exists is false when no such table is visible. The name travels as a
+// parameter of to_regclass: nothing is spliced into SQL, and quoting
+// resolves exactly the identifiers we were given.
 func describe(ctx context.Context, q querier, t table) (cols []pgColumn, exists bool, err error) {
-	var oid *uint32
-	// to_regclass takes the quoted name as a parameter: nothing is spliced
-	// into SQL, and quoting resolves exactly the identifiers we were given.
-	if err := q.QueryRow(ctx, "SELECT to_regclass($1)::oid", t.sql()).Scan(&oid); err != nil {
-		return nil, false, fmt.Errorf("look up table %s: %w", t.sql(), err)
-	}
-	if oid == nil {
-		return nil, false, nil
-	}
-	rows, err := q.Query(ctx, `SELECT a.attname, ty.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod
-		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
-		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, *oid)
+	rows, err := q.Query(ctx, describeSQL, t.sql())
 	if err != nil {
 		return nil, false, fmt.Errorf("read columns of %s: %w", t.sql(), err)
 	}
-	cols, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (pgColumn, error) {
-		var c pgColumn
-		err := r.Scan(&c.name, &c.typname, &c.display, &c.typmod)
-		return c, err
-	})
+	cols, exists, err = collectColumns(rows)
 	if err != nil {
 		return nil, false, fmt.Errorf("read columns of %s: %w", t.sql(), err)
 	}
-	return cols, true, nil
+	return cols, exists, nil
+}
+
+// collectColumns reads the rows of describeSQL.
+func collectColumns(rows pgx.Rows) (cols []pgColumn, exists bool, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var name, typname, display *string
+		var typmod *int32
+		var notNull, hasDefault *bool
+		if err := rows.Scan(&exists, &name, &typname, &display, &typmod, &notNull, &hasDefault); err != nil {
+			return nil, false, err
+		}
+		if name == nil {
+			continue // no such table, or no columns
+		}
+		cols = append(cols, pgColumn{name: *name, typname: *typname, display: *display, typmod: *typmod,
+			notNull: *notNull, hasDefault: *hasDefault})
+	}
+	return cols, exists, rows.Err()
 }
 
 // hasUniqueIndex tells whether the table has a unique index (or primary key)
@@ -97,10 +113,11 @@ func hasUniqueIndex(ctx context.Context, q querier, t table, cols []string) (boo
 	return false, nil
 }
 
-// createTargetSQL is the CREATE TABLE IF NOT EXISTS of CreateTables: one
+// createTargetSQL is the CREATE TABLE IF NOT EXISTS of WithCreateTables: one
 // column per output field, typed by the documented mapping, the key columns
-// NOT NULL and the primary key.
-func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, error) {
+// NOT NULL and the primary key, and the upsert's batch id column (batchCol,
+// "" for none).
+func createTargetSQL(t table, schema *arrow.Schema, keys []string, batchCol string) (string, error) {
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS ")
 	b.WriteString(t.sql())
@@ -121,6 +138,9 @@ func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, erro
 			b.WriteString(" NOT NULL")
 		}
 	}
+	if batchCol != "" {
+		b.WriteString(", " + batchColumnDDL(batchCol))
+	}
 	if len(keys) > 0 {
 		b.WriteString(", PRIMARY KEY (")
 		b.WriteString(quoteAll(keys))
@@ -128,6 +148,26 @@ func createTargetSQL(t table, schema *arrow.Schema, keys []string) (string, erro
 	}
 	b.WriteByte(')')
 	return b.String(), nil
+}
+
+// batchColumnDDL is the upsert's batch id column as a column definition: -1
+// (older than any batch) for rows written by other means.
+func batchColumnDDL(col string) string { return quote(col) + " bigint NOT NULL DEFAULT -1" }
+
+// checkBatchColumn verifies that the upsert table has its batch id column,
+// as bigint; the errors carry the statement that fixes the table.
+func checkBatchColumn(t table, col string, cols []pgColumn) error {
+	i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == col })
+	if i < 0 {
+		return &ColumnError{Table: t.sql(), Column: col, Reason: "the upsert records in it the batch that last wrote each row, " +
+			"so that an older batch (a stalled driver's) never overwrites a newer one; add it with: ALTER TABLE " +
+			t.sql() + " ADD COLUMN " + batchColumnDDL(col) + " (or name another bigint column with WithBatchIDColumn)"}
+	}
+	if cols[i].typname != "int8" {
+		return &ColumnError{Table: t.sql(), Column: col, PGType: cols[i].display,
+			Reason: "the batch id column must be bigint: ALTER TABLE " + t.sql() + " ALTER COLUMN " + quote(col) + " TYPE bigint"}
+	}
+	return nil
 }
 
 // createProgressSQL is the CREATE TABLE IF NOT EXISTS of the progress table.
@@ -144,7 +184,7 @@ func checkProgress(ctx context.Context, q querier, t table) (hasQueryID bool, er
 		return false, err
 	}
 	if !exists {
-		return false, fmt.Errorf("%w: progress table %s does not exist (create it with CreateTables(true), or: %s)",
+		return false, fmt.Errorf("%w: progress table %s does not exist (create it with WithCreateTables(true), or: %s)",
 			ErrSchemaMismatch, t.sql(), createProgressSQL(t))
 	}
 	want := []struct {

@@ -16,9 +16,12 @@ type pgColumn struct {
 	typname string // pg_type.typname: int4, numeric, timestamptz, …
 	display string // format_type(): integer, numeric(10,2), …
 	typmod  int32
+
+	notNull    bool
+	hasDefault bool // a default, an identity or a generated column
 }
 
-// ddlType is the PostgreSQL type CreateTables gives an Arrow type, and the
+// ddlType is the PostgreSQL type WithCreateTables gives an Arrow type, and the
 // type the mapping documents.
 func ddlType(t arrow.DataType) (string, bool) {
 	switch t := t.(type) {
@@ -86,8 +89,62 @@ func accepts(t arrow.DataType, typname string) bool {
 	return false
 }
 
-// checkColumn tells whether output field f can be written to column c.
-func checkColumn(table string, f arrow.Field, c pgColumn) error {
+// unitDigits is the number of fractional second digits of a timestamp unit.
+func unitDigits(u arrow.TimeUnit) int {
+	switch u {
+	case arrow.Second:
+		return 0
+	case arrow.Millisecond:
+		return 3
+	case arrow.Microsecond:
+		return 6
+	}
+	return 9
+}
+
+// columnDigits is the number of fractional second digits a timestamp column
+// keeps: p for timestamp(p), 6 (microseconds) without a precision.
+func columnDigits(c pgColumn) int {
+	if c.typmod < 0 {
+		return 6
+	}
+	return int(c.typmod)
+}
+
+// timestampCut is the step an output timestamp column is truncated to on its
+// way into column c (WithTruncateTimestamps), 0 when it keeps every digit.
+func timestampCut(t arrow.DataType, c pgColumn) time.Duration {
+	ts, ok := t.(*arrow.TimestampType)
+	if !ok || unitDigits(ts.Unit) <= columnDigits(c) {
+		return 0
+	}
+	d := time.Duration(1)
+	for range 9 - columnDigits(c) {
+		d *= 10
+	}
+	return d
+}
+
+func digitsName(n int) string {
+	switch n {
+	case 0:
+		return "seconds"
+	case 3:
+		return "milliseconds"
+	case 6:
+		return "microseconds"
+	}
+	return fmt.Sprintf("%d fractional digits", n)
+}
+
+// createdTimestamp is the column WithCreateTables gives a timestamp.
+func createdTimestamp() pgColumn {
+	return pgColumn{typname: "timestamptz", display: "timestamp with time zone", typmod: -1}
+}
+
+// checkColumn tells whether output field f can be written to column c;
+// truncate is WithTruncateTimestamps.
+func checkColumn(table string, f arrow.Field, c pgColumn, truncate bool) error {
 	bad := func(reason string) error {
 		return &ColumnError{Table: table, Column: f.Name, ArrowType: f.Type.String(), PGType: c.display, Reason: reason}
 	}
@@ -104,6 +161,12 @@ func checkColumn(table string, f arrow.Field, c pgColumn) error {
 			return bad("incompatible types")
 		}
 	}
+	if ts, ok := f.Type.(*arrow.TimestampType); ok && !truncate {
+		if out, in := unitDigits(ts.Unit), columnDigits(c); out > in {
+			return bad(fmt.Sprintf("the column keeps %d fractional digits and the output has %d: the last %d would be cut, and keys that differ only there would collide; "+
+				"write to a column that keeps them, or allow truncation toward the past to %s with WithTruncateTimestamps", in, out, out-in, digitsName(in)))
+		}
+	}
 	if d, ok := f.Type.(*arrow.Decimal128Type); ok && c.typname == "numeric" && c.typmod >= 4 {
 		prec := int32((c.typmod - 4) >> 16 & 0xffff)
 		scale := int32((c.typmod - 4) & 0xffff)
@@ -118,9 +181,11 @@ func checkColumn(table string, f arrow.Field, c pgColumn) error {
 }
 
 // converter returns a function giving row i of a column as a value pgx can
-// encode into the target type typname (already checked by checkColumn).
-// Nulls become nil.
-func converter(t arrow.DataType, typname string) func(a arrow.Array, i int) any {
+// encode into column c (already checked by checkColumn). Nulls become nil.
+// A timestamp with more digits than c keeps is truncated toward the past
+// here (see timestampCut), not left to the encoder.
+func converter(t arrow.DataType, c pgColumn) func(a arrow.Array, i int) any {
+	typname := c.typname
 	nullable := func(get func(a arrow.Array, i int) any) func(a arrow.Array, i int) any {
 		return func(a arrow.Array, i int) any {
 			if a.IsNull(i) {
@@ -169,6 +234,13 @@ func converter(t arrow.DataType, typname string) func(a arrow.Array, i int) any 
 		return nullable(func(a arrow.Array, i int) any { return a.(*array.Boolean).Value(i) })
 	case *arrow.TimestampType:
 		unit := t.Unit
+		if cut := timestampCut(t, c); cut > 0 {
+			// Truncate rounds down from the zero time, which lies a whole
+			// number of seconds from any multiple of cut: a floor.
+			return nullable(func(a arrow.Array, i int) any {
+				return a.(*array.Timestamp).Value(i).ToTime(unit).UTC().Truncate(cut)
+			})
+		}
 		return nullable(func(a arrow.Array, i int) any {
 			return a.(*array.Timestamp).Value(i).ToTime(unit).UTC()
 		})

@@ -16,7 +16,7 @@ import (
 )
 
 // TestTypeRoundTrip writes one column of each mapped type (three values and
-// a NULL) into a table CreateTables made, and reads it back.
+// a NULL) into a table WithCreateTables made, and reads it back.
 func TestTypeRoundTrip(t *testing.T) {
 	ts := time.Date(2026, 11, 30, 4, 5, 6, 123456000, time.UTC)
 	dec := func(s string) decimal128.Num {
@@ -28,10 +28,10 @@ func TestTypeRoundTrip(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		typ     arrow.DataType
-		pgType  string // what CreateTables gives it (format_type)
+		pgType  string // what WithCreateTables gives it (format_type)
 		fill    func(b array.Builder)
 		want    []string // values read back as text, "NULL" for null
-		pgWrite string   // when set, an explicit table column type instead of CreateTables
+		pgWrite string   // when set, an explicit table column type instead of WithCreateTables
 	}{
 		{arrow.PrimitiveTypes.Int8, "smallint", func(b array.Builder) { b.(*array.Int8Builder).AppendValues([]int8{-128, 0, 127}, nil) },
 			[]string{"-128", "0", "127"}, ""},
@@ -82,11 +82,11 @@ func TestTypeRoundTrip(t *testing.T) {
 			}, nil)
 			var opts []Option
 			if tc.pgWrite != "" {
-				mustExec(t, pool, "CREATE TABLE t (k bigint PRIMARY KEY, v "+tc.pgWrite+")")
+				mustExec(t, pool, "CREATE TABLE t (k bigint PRIMARY KEY, v "+tc.pgWrite+", onceflow_batch_id bigint)")
 			} else {
-				opts = append(opts, CreateTables(true))
+				opts = append(opts, WithCreateTables(true))
 			}
-			s, err := NewUpsert(pool, "t", append(opts, KeyColumns("k"))...)
+			s, err := NewUpsert(pool, "t", append(opts, WithKeyColumns("k"))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -232,9 +232,9 @@ func TestPGTerminate(t *testing.T) {
 			errs = append(errs, err.Error())
 			continue
 		}
-		sink, err := postgres.NewOffsetsInSink(pool, "terminate", "totals", postgres.CreateTables(true),
-			postgres.KeyColumns("merchant_id"), postgres.Merge(postgres.MergeAdd, "amount_cents", "payments"),
-			postgres.Retry(5, 10*time.Millisecond, 100*time.Millisecond))
+		sink, err := postgres.NewOffsetsInSink(pool, "terminate", "totals", postgres.WithCreateTables(true),
+			postgres.WithKeyColumns("merchant_id"), postgres.WithMerge(postgres.MergeAdd, "amount_cents", "payments"),
+			postgres.WithRetry(5, 10*time.Millisecond, 100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

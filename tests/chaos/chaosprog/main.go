@@ -136,9 +136,9 @@ func run() error {
 			return err
 		}
 		defer pool.Close()
-		ps, err := postgres.NewOffsetsInSink(pool, "chaos", *pgTable, postgres.CreateTables(true),
-			postgres.KeyColumns("merchant_id"), postgres.Merge(postgres.MergeAdd, "amount_cents", "payments"),
-			postgres.Retry(20, 50*time.Millisecond, time.Second), postgres.Logger(logger))
+		ps, err := postgres.NewOffsetsInSink(pool, "chaos", *pgTable, postgres.WithCreateTables(true),
+			postgres.WithKeyColumns("merchant_id"), postgres.WithMerge(postgres.MergeAdd, "amount_cents", "payments"),
+			postgres.WithRetry(20, 50*time.Millisecond, time.Second), postgres.WithLogger(logger))
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func run() error {
 		w := &lineSink{path: *fbFile, broken: *brokenGuard, last: -1}
 		// Declared idempotent even when -broken-guard breaks the promise:
 		// that is the bug (a sink that claims to skip and does not).
-		opts = append(opts, engine.WithSink(foreachbatch.New(w.apply, foreachbatch.Idempotent())))
+		opts = append(opts, engine.WithSink(foreachbatch.New(w.apply, foreachbatch.WithIdempotent())))
 	}
 	q, err := engine.NewQuery(stream(src), opts...)
 	if err != nil {

@@ -102,7 +102,7 @@ func (c *config) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 }
 
 // Guarantee reports GuaranteeExactlyOnce, or GuaranteeAtLeastOnce under
-// the AtLeastOnce option.
+// the WithAtLeastOnce option.
 func (s *Sink) Guarantee() string {
 	if s.c.atLeastOnce {
 		return GuaranteeAtLeastOnce
@@ -214,7 +214,7 @@ func (s *Sink) checkTimeout(ctx context.Context) error {
 			}
 			found = true
 			if want > maxMs {
-				return fmt.Errorf("%w: TransactionTimeout is %d ms, broker %s has transaction.max.timeout.ms=%d; lower the timeout or raise the broker's maximum",
+				return fmt.Errorf("%w: WithTransactionTimeout is %d ms, broker %s has transaction.max.timeout.ms=%d; lower the timeout or raise the broker's maximum",
 					ErrTimeoutTooLarge, want, rc.Name, maxMs)
 			}
 		}

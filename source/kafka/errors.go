@@ -8,7 +8,7 @@ import (
 var (
 	// ErrDataLoss is wrapped by *DataLossError: records the query must
 	// read are gone (retention, DeleteRecords, a deleted topic or
-	// partition) and FailOnDataLoss is on.
+	// partition) and WithFailOnDataLoss is on.
 	ErrDataLoss = errors.New("kafka: data loss")
 	// ErrDecode is wrapped by *DecodeError: a record value does not decode
 	// and no dead-letter output is configured.
@@ -22,10 +22,10 @@ var (
 	// dead-letter transactional id has started: this instance produces no
 	// more dead letters until OpenCheckpoint is called again (a restart).
 	ErrFenced = errors.New("kafka: dead-letter producer fenced by a newer instance")
-	// ErrNoTransactionalID is returned when DeadLetterTopic is set but the
+	// ErrNoTransactionalID is returned when WithDeadLetterTopic is set but the
 	// source has no transactional id: neither OpenCheckpoint nor
-	// DeadLetterTransactionalID gave it one.
-	ErrNoTransactionalID = errors.New("kafka: dead-letter topic without a transactional id (run under the engine, which calls OpenCheckpoint, or set DeadLetterTransactionalID)")
+	// WithDeadLetterTransactionalID gave it one.
+	ErrNoTransactionalID = errors.New("kafka: dead-letter topic without a transactional id (run under the engine, which calls OpenCheckpoint, or set WithDeadLetterTransactionalID)")
 )
 
 // DataLossError names the partition and the offsets that cannot be read.

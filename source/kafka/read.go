@@ -27,7 +27,7 @@ const (
 // records: transaction markers and aborted records inside the range are
 // skipped by offset, and Read returns once the fetch position reaches end.
 //
-// With DeadLetterTopic, the dead letters of all the ranges are produced in
+// With WithDeadLetterTopic, the dead letters of all the ranges are produced in
 // one transaction after the last record is emitted and before Read returns
 // (see the package documentation); an error then fails the Read, and the
 // engine runs the batch again.

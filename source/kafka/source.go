@@ -35,7 +35,7 @@ type Source struct {
 		deadSkipped int64
 	}
 
-	// dl is the transactional dead-letter producer (DeadLetterTopic);
+	// dl is the transactional dead-letter producer (WithDeadLetterTopic);
 	// held for a whole dead-letter transaction.
 	dl struct {
 		sync.Mutex
@@ -65,14 +65,14 @@ type PartitionStats struct {
 // Stats is a snapshot of the source's progress and counters.
 type Stats struct {
 	Partitions []PartitionStats // in topic, partition order
-	// DataLossGaps counts gaps skipped under FailOnDataLoss(false).
+	// DataLossGaps counts gaps skipped under WithFailOnDataLoss(false).
 	DataLossGaps int64
 	// SkippedOffsets counts offsets inside those gaps, where known.
 	SkippedOffsets int64
 	// DeadLetters counts values sent to the dead-letter output.
 	DeadLetters int64
 	// DeadLettersSkipped counts dead letters not produced again because
-	// an earlier run of their batch had committed them (DeadLetterTopic).
+	// an earlier run of their batch had committed them (WithDeadLetterTopic).
 	DeadLettersSkipped int64
 }
 
@@ -102,9 +102,9 @@ func New(opts ...Option) (*Source, error) {
 	return s, nil
 }
 
-// clientOpts are the client options of both clients: brokers, TLS, SASL,
+// clientOpts are the client options of both clients: brokers, WithTLS, WithSASL,
 // extra (the dead-letter producer's transactional options), then the
-// user's ClientOpts.
+// user's WithClientOpts.
 func (c *config) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.brokers...),
@@ -413,7 +413,7 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 
 // confirmMissing asks again, a few times, for partitions of start that
 // the listing lacks, so a metadata hiccup is never taken for a deleted
-// partition (which FailOnDataLoss(false) would drop, and later re-read from
+// partition (which WithFailOnDataLoss(false) would drop, and later re-read from
 // offset 0).
 func (s *Source) confirmMissing(ctx context.Context, st Offsets, topics []string, last Offsets) (Offsets, error) {
 	seen := map[string]bool{}
@@ -448,7 +448,7 @@ func (s *Source) confirmMissing(ctx context.Context, st Offsets, topics []string
 	return last, nil
 }
 
-// dataLoss fails with e under FailOnDataLoss, or logs and counts it.
+// dataLoss fails with e under WithFailOnDataLoss, or logs and counts it.
 func (s *Source) dataLoss(e *DataLossError, skipped int64) error {
 	if s.c.failOnDataLoss {
 		return e

@@ -5,9 +5,13 @@
 //
 // # Positions
 //
-// Offsets are JSON, {"payments":{"0":42,"1":17}}: for each topic and
-// partition the next offset to read. Topics sort by name and partitions by
-// number, so one position always has one encoding (see Offsets and
+// A position is JSON, version 2:
+// {"v":2,"topics":{"payments":{"id":"<topic id>","partitions":{"0":42,"1":17}}}}:
+// for each topic its id and, per partition, the next offset to read; the
+// end of a batch that adds partitions also says where each of them starts
+// ("from"). Topics sort by name and partitions by number, so one position
+// always has one encoding. Version 1, the bare {"payments":{"0":42}} of
+// checkpoints written before, is still read (see Position and
 // docs/format/kafka.md).
 //
 // # Lifecycle (the engine's calls, in order)
@@ -23,9 +27,11 @@
 //     over partitions in proportion to lag with at least one offset per
 //     lagging partition, and by PrepareAvailableNow's snapshot. Topics
 //     matching WithTopicPattern and partitions created since start are found
-//     here, so the batch's write-ahead-log entry records them; a partition
-//     absent from start is read from offset 0. When nothing is new the
-//     answer is start itself.
+//     here, so the batch's write-ahead-log entry records them, starting at
+//     their log start offset (recorded as "from", so a re-run reads the
+//     same range). Each topic's id is recorded; a topic of start whose id
+//     changed was deleted and created again (see Lost data). When nothing
+//     is new the answer is start itself.
 //  3. Read(start, end) emits [start, end) as Arrow records: partitions in
 //     order, records in offset order, with direct Fetch requests to each
 //     partition's leader. Termination is by offset: the fetch position
@@ -107,11 +113,18 @@
 // # Lost data
 //
 // A recorded offset below a partition's log start offset (retention,
-// DeleteRecords), a topic or partition that was deleted, or a partition
-// that now ends below the recorded offset is data loss. With
-// WithFailOnDataLoss(true), the default, the call fails with a *DataLossError
-// naming topic, partition, the expected and the available offsets. With
-// false, the gap is skipped, logged to the WithLogger logger and counted in Stats.
+// DeleteRecords), a topic or partition that was deleted, a partition that
+// now ends below the recorded offset, or a topic whose id differs from the
+// recorded one (deleted and created again under the same name) is data
+// loss. With WithFailOnDataLoss(true), the default, the call fails with a
+// *DataLossError naming topic, partition, the expected and the available
+// offsets, or, for a topic created again, both topic ids. With false, the
+// gap is skipped, logged to the WithLogger logger and counted in Stats
+// (DataLossGaps, SkippedOffsets); a topic created again is read again from
+// its earliest offset, logged and counted in Stats.TopicsRecreated (the
+// "topicsRecreated" figure of the progress metrics). A position of version
+// 1 has no ids, so a topic recreated before the upgrade goes unnoticed; the
+// first end planned after it records the ids.
 //
 // # Checkpoint folder
 //

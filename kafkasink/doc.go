@@ -69,6 +69,21 @@
 // of the next Start), so it can stay short (default 60s): it must cover one
 // batch's produce and commit, nothing more.
 //
+// # An abandoned transactional id
+//
+// The transactional id is derived from the query id and the sink's name
+// (or set with WithTransactionalID). When it changes (a new name, a new
+// id, a copied checkpoint), the new id fences nothing of the old one: a
+// transaction the old id left open in a crash stays open until the
+// brokers' transaction timeout aborts it, and read_committed readers of the
+// output topic stall behind it (their last stable offset cannot pass its
+// first record) for that long. FenceTransactionalID(ctx, oldID,
+// WithBrokers(…)) ends it at once: it runs InitProducerID for the old id,
+// which aborts the open transaction and bumps the id's epoch, so a zombie
+// still holding the old id cannot commit either. Only fence an id no
+// running sink uses: that sink would fail with ErrFenced until its next
+// Start.
+//
 // # Encoding
 //
 // Keys come from WithKeyColumn (utf8, binary, or an integer as decimal text);
@@ -89,10 +104,13 @@
 // WithAtLeastOnce() turns transactions off: an idempotent producer, no marker,
 // a re-run batch is written again. Guarantee reports which mode runs.
 //
-// # Concurrency
+// # Lifecycle and concurrency
 //
-// AddBatch calls are serialised; Start, AddBatch and Close may be called
-// from different goroutines but the engine calls them in order.
+// The caller creates the sink with New, hands it to the engine, and closes
+// it with Close after the query stops: the engine calls Start and AddBatch
+// (in that order, one call at a time) and never Close. AddBatch calls are
+// serialised; Start, AddBatch and Close may be called from different
+// goroutines.
 //
 // # kfake
 //

@@ -376,8 +376,10 @@ func (s *Sink) encode(batchID int64, schema *arrow.Schema, records []arrow.Recor
 	return out, nil
 }
 
-// Close releases the clients. An open transaction (there is none between
-// calls) would be aborted by the broker at its timeout.
+// Close releases the clients. The caller that created the sink closes it
+// once the query has stopped; the engine never does. An open transaction
+// (there is none between calls) would be aborted by the broker at its
+// timeout.
 func (s *Sink) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -26,10 +26,11 @@ const (
 // (absent, or recorded under another topic id) is read from end's "from"
 // entry for it, or from offset 0 when it has none (a version-1 end). A
 // topic whose id now differs from the one end records was deleted and
-// created after planning: its ranges are data loss. The range is read with direct fetch requests to each
-// partition's leader, so the end is reached by offsets, not by counting
-// records: transaction markers and aborted records inside the range are
-// skipped by offset, and Read returns once the fetch position reaches end.
+// created after planning: its ranges are data loss. The range is read
+// with direct fetch requests to each partition's leader, so the end is
+// reached by offsets, not by counting records: transaction markers and
+// aborted records inside the range are skipped by offset, and Read returns
+// once the fetch position reaches end.
 //
 // With WithDeadLetterTopic, the dead letters of all the ranges are produced in
 // one transaction after the last record is emitted and before Read returns

@@ -1,13 +1,16 @@
 package kafka_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -46,6 +49,24 @@ func froms(t *testing.T, raw json.RawMessage) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // topicID returns the topic's current id in hex, as the source names it.
@@ -171,10 +192,13 @@ func TestRecreatedTopicIsDataLoss(t *testing.T) {
 		}
 	})
 	t.Run("restart from earliest", func(t *testing.T) {
-		c, end, _ := setup(t)
+		c, end, oldID := setup(t)
+		newID := topicID(t, c, "pay")
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		src := newSource(t, c, mem, kafka.WithTopics("pay"), kafka.WithFailOnDataLoss(false))
+		var log syncBuffer
+		src := newSource(t, c, mem, kafka.WithTopics("pay"), kafka.WithFailOnDataLoss(false),
+			kafka.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 		rows, _, err := drain(t, src, end)
 		if err != nil {
 			t.Fatal(err)
@@ -187,6 +211,11 @@ func TestRecreatedTopicIsDataLoss(t *testing.T) {
 		}
 		if got := src.Metrics()["topicsRecreated"]; got != int64(1) {
 			t.Fatalf(`Metrics()["topicsRecreated"] = %v, want 1`, got)
+		}
+		for _, want := range []string{"level=WARN", "topic deleted and created again", "recordedTopicId=" + oldID, "topicId=" + newID} {
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("log %q lacks %q", log.String(), want)
+			}
 		}
 	})
 	t.Run("recreated between plan and read", func(t *testing.T) {

@@ -96,7 +96,7 @@ func paymentRecords(rng *rand.Rand, from, n int) []*kgo.Record {
 
 func kafkaSource(t *testing.T, c *kafkadev.Cluster) *kafka.Source {
 	t.Helper()
-	src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("payments"), kafka.ValueJSON(paymentSchema), kafka.MaxOffsetsPerTrigger(40))
+	src, err := kafka.New(kafka.WithBrokers(c.Addrs()...), kafka.WithTopics("payments"), kafka.WithValueJSON(paymentSchema), kafka.WithMaxOffsetsPerTrigger(40))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +148,8 @@ func TestKafka(t *testing.T) {
 	testenv.KafkaProduce(t, c, paymentRecords(rand.New(rand.NewPCG(1, 2)), 0, 300)...)
 	cpDir := t.TempDir()
 	cp := openLocal(t, cpDir)
-	sink, err := kafkasink.New(kafkasink.Brokers(c.Addrs()...), kafkasink.Topic("settlements"), kafkasink.Name("audit-test"),
-		kafkasink.KeyColumn("merchant_id"), kafkasink.ValueJSON("merchant_id", "batch_id", "amount_cents", "total_cents"))
+	sink, err := kafkasink.New(kafkasink.WithBrokers(c.Addrs()...), kafkasink.WithTopic("settlements"), kafkasink.WithName("audit-test"),
+		kafkasink.WithKeyColumn("merchant_id"), kafkasink.WithValueJSON("merchant_id", "batch_id", "amount_cents", "total_cents"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +231,8 @@ func TestPending(t *testing.T) {
 	testenv.KafkaProduce(t, c, paymentRecords(rng, 0, 100)...)
 	cpDir := t.TempDir()
 	cp := openLocal(t, cpDir)
-	sink, err := kafkasink.New(kafkasink.Brokers(c.Addrs()...), kafkasink.Topic("settlements"), kafkasink.Name("pending"),
-		kafkasink.KeyColumn("merchant_id"), kafkasink.ValueJSON("merchant_id", "batch_id", "amount_cents"))
+	sink, err := kafkasink.New(kafkasink.WithBrokers(c.Addrs()...), kafkasink.WithTopic("settlements"), kafkasink.WithName("pending"),
+		kafkasink.WithKeyColumn("merchant_id"), kafkasink.WithValueJSON("merchant_id", "batch_id", "amount_cents"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,8 +420,8 @@ func TestPurged(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"payments": 2, "settlements": 2})
 	testenv.KafkaProduce(t, c, paymentRecords(rand.New(rand.NewPCG(6, 7)), 0, 200)...)
 	cp := openLocal(t, t.TempDir())
-	sink, err := kafkasink.New(kafkasink.Brokers(c.Addrs()...), kafkasink.Topic("settlements"), kafkasink.Name("purged"),
-		kafkasink.KeyColumn("merchant_id"), kafkasink.ValueJSON("merchant_id", "batch_id", "amount_cents"))
+	sink, err := kafkasink.New(kafkasink.WithBrokers(c.Addrs()...), kafkasink.WithTopic("settlements"), kafkasink.WithName("purged"),
+		kafkasink.WithKeyColumn("merchant_id"), kafkasink.WithValueJSON("merchant_id", "batch_id", "amount_cents"))
 	if err != nil {
 		t.Fatal(err)
 	}

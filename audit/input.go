@@ -50,9 +50,9 @@ func (k *kafkaIO) describe() string {
 }
 
 func (k *kafkaIO) source(fields ...arrow.Field) (*kafka.Source, error) {
-	opts := []kafka.Option{kafka.Brokers(k.brokers...), kafka.Topics(k.topic), kafka.ValueJSON(arrow.NewSchema(fields, nil))}
+	opts := []kafka.Option{kafka.WithBrokers(k.brokers...), kafka.WithTopics(k.topic), kafka.WithValueJSON(arrow.NewSchema(fields, nil))}
 	if len(k.opts) > 0 {
-		opts = append(opts, kafka.ClientOpts(k.opts...))
+		opts = append(opts, kafka.WithClientOpts(k.opts...))
 	}
 	return kafka.New(opts...)
 }

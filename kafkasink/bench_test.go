@@ -52,12 +52,12 @@ func BenchmarkPipeline(b *testing.B) {
 		opts []kafkasink.Option
 	}{
 		{"transactional", nil},
-		{"at-least-once", []kafkasink.Option{kafkasink.AtLeastOnce()}},
+		{"at-least-once", []kafkasink.Option{kafkasink.WithAtLeastOnce()}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			mem := memory.NewGoAllocator()
-			src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("in"), kafka.ValueJSON(schema),
-				kafka.MaxOffsetsPerTrigger(perBatch), kafka.Allocator(mem))
+			src, err := kafka.New(kafka.WithBrokers(c.Addrs()...), kafka.WithTopics("in"), kafka.WithValueJSON(schema),
+				kafka.WithMaxOffsetsPerTrigger(perBatch), kafka.WithAllocator(mem))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -65,8 +65,8 @@ func BenchmarkPipeline(b *testing.B) {
 			total := 0
 			b.ResetTimer()
 			for n := 0; n < b.N; n++ {
-				sink, err := kafkasink.New(append([]kafkasink.Option{kafkasink.Brokers(c.Addrs()...), kafkasink.Topic("out"),
-					kafkasink.KeyColumn(kafka.ColKey), kafkasink.ValueJSON("id", "amount_cents", "at")}, mode.opts...)...)
+				sink, err := kafkasink.New(append([]kafkasink.Option{kafkasink.WithBrokers(c.Addrs()...), kafkasink.WithTopic("out"),
+					kafkasink.WithKeyColumn(kafka.ColKey), kafkasink.WithValueJSON("id", "amount_cents", "at")}, mode.opts...)...)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -23,7 +23,7 @@ func TestCrashHelper(t *testing.T) {
 	if addrs == "" {
 		t.Skip("child process of TestCrashAtFaultPoints")
 	}
-	s, err := New(Brokers(strings.Split(addrs, ",")...), Topic("out"), KeyColumn("id"))
+	s, err := New(WithBrokers(strings.Split(addrs, ",")...), WithTopic("out"), WithKeyColumn("id"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@
 // and "batch N visible" are the same fact.
 //
 //  1. Start(ctx, queryID) takes the transactional id "onceflow-" + queryID
-//     + "-" + name (name defaults to the output topic; TransactionalID
+//     + "-" + name (name defaults to the output topic; WithTransactionalID
 //     overrides). It is stable per query and sink and never shared by two
 //     queries. Start checks the transaction timeout against the broker's
 //     transaction.max.timeout.ms (DescribeConfigs) and refuses a larger
@@ -25,7 +25,7 @@
 //     InitProducerID (waiting until no other producer's open transaction
 //     holds the last stable offset below it), and keep the highest batch
 //     id of a marker with its key. A marker of another query under the
-//     same id (an overridden TransactionalID reused) stops Start with an
+//     same id (an overridden WithTransactionalID reused) stops Start with an
 //     error naming both queries.
 //  2. AddBatch(N): a committed marker at or above N means the batch is
 //     already visible; the call is skipped and counted (Skipped). Otherwise
@@ -69,10 +69,25 @@
 // of the next Start), so it can stay short (default 60s): it must cover one
 // batch's produce and commit, nothing more.
 //
+// # An abandoned transactional id
+//
+// The transactional id is derived from the query id and the sink's name
+// (or set with WithTransactionalID). When it changes (a new name, a new
+// id, a copied checkpoint), the new id fences nothing of the old one: a
+// transaction the old id left open in a crash stays open until the
+// brokers' transaction timeout aborts it, and read_committed readers of the
+// output topic stall behind it (their last stable offset cannot pass its
+// first record) for that long. FenceTransactionalID(ctx, oldID,
+// WithBrokers(…)) ends it at once: it runs InitProducerID for the old id,
+// which aborts the open transaction and bumps the id's epoch, so a zombie
+// still holding the old id cannot commit either. Only fence an id no
+// running sink uses: that sink would fail with ErrFenced until its next
+// Start.
+//
 // # Encoding
 //
-// Keys come from KeyColumn (utf8, binary, or an integer as decimal text);
-// without it records have no key. Values are either ValueColumn's bytes
+// Keys come from WithKeyColumn (utf8, binary, or an integer as decimal text);
+// without it records have no key. Values are either WithValueColumn's bytes
 // (utf8 or binary) or, by default, a JSON object of all or the chosen
 // columns in schema order: strings as JSON strings, integers as JSON
 // numbers (int64 cents stay exact), floats in shortest form (NaN and
@@ -80,19 +95,22 @@
 // "2006-01-02", timestamps as RFC 3339 in UTC with microseconds
 // ("2026-11-30T10:00:00.123000Z"; nanoseconds for timestamp[ns]), nulls as
 // null. Every record carries the header onceflow-batch with the batch id.
-// Record timestamps come from TimestampColumn, or else the producer's
+// Record timestamps come from WithTimestampColumn, or else the producer's
 // clock (Kafka metadata, not part of the row; it differs between attempts
 // of a batch, of which only the committed one is visible).
 //
 // # At-least-once
 //
-// AtLeastOnce() turns transactions off: an idempotent producer, no marker,
+// WithAtLeastOnce() turns transactions off: an idempotent producer, no marker,
 // a re-run batch is written again. Guarantee reports which mode runs.
 //
-// # Concurrency
+// # Lifecycle and concurrency
 //
-// AddBatch calls are serialised; Start, AddBatch and Close may be called
-// from different goroutines but the engine calls them in order.
+// The caller creates the sink with New, hands it to the engine, and closes
+// it with Close after the query stops: the engine calls Start and AddBatch
+// (in that order, one call at a time) and never Close. AddBatch calls are
+// serialised; Start, AddBatch and Close may be called from different
+// goroutines.
 //
 // # kfake
 //

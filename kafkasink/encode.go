@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
-// jsonSupported reports whether ValueJSON can encode type t.
+// jsonSupported reports whether WithValueJSON can encode type t.
 func jsonSupported(t arrow.DataType) bool {
 	switch t.ID() {
 	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY,
@@ -46,7 +46,7 @@ func rawSupported(t arrow.DataType) bool {
 type plan struct {
 	key   int   // -1: no key
 	ts    int   // -1: producer clock
-	value int   // ValueColumn index, -1 for JSON
+	value int   // WithValueColumn index, -1 for JSON
 	cols  []int // JSON columns
 	names [][]byte
 }

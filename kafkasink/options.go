@@ -51,75 +51,77 @@ func defaults() config {
 	}
 }
 
-// Brokers sets the seed brokers (host:port). Required.
-func Brokers(addrs ...string) Option {
+// WithBrokers sets the seed brokers (host:port). Required; no default.
+func WithBrokers(addrs ...string) Option {
 	return func(c *config) { c.brokers = append(c.brokers, addrs...) }
 }
 
-// Topic sets the output topic, which must exist. Required.
-func Topic(topic string) Option { return func(c *config) { c.topic = topic } }
+// WithTopic sets the output topic, which must exist. Required; no default.
+func WithTopic(topic string) Option { return func(c *config) { c.topic = topic } }
 
-// Name names the sink within its query (default: the output topic). It is
+// WithName names the sink within its query (default: the output topic). It is
 // part of the transactional id, so two sinks of one query need different
 // names, and a sink keeps its name across restarts.
-func Name(name string) Option { return func(c *config) { c.name = name } }
+func WithName(name string) Option { return func(c *config) { c.name = name } }
 
-// TransactionalID overrides the transactional id (default "onceflow-" +
+// WithTransactionalID overrides the transactional id (default "onceflow-" +
 // query id + "-" + name). It must be stable across restarts of the query
 // and never shared by two queries.
-func TransactionalID(id string) Option { return func(c *config) { c.txnID = id } }
+func WithTransactionalID(id string) Option { return func(c *config) { c.txnID = id } }
 
-// ProgressTopic sets the compacted topic holding batch markers (default
+// WithProgressTopic sets the compacted topic holding batch markers (default
 // DefaultProgressTopic); Start creates it, with cleanup.policy=compact, if
 // missing.
-func ProgressTopic(topic string) Option { return func(c *config) { c.progressTopic = topic } }
+func WithProgressTopic(topic string) Option { return func(c *config) { c.progressTopic = topic } }
 
-// TransactionTimeout sets the transaction timeout (default 60s). Start
+// WithTransactionTimeout sets the transaction timeout (default 60s). Start
 // refuses a timeout above the broker's transaction.max.timeout.ms. See the
 // package documentation for the trade-off.
-func TransactionTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+func WithTransactionTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
-// KeyColumn takes each record's key from this column (utf8, binary or an
+// WithKeyColumn takes each record's key from this column (utf8, binary or an
 // integer, written as decimal text); a null is a null key. Default: no key.
-func KeyColumn(name string) Option { return func(c *config) { c.keyColumn = name } }
+func WithKeyColumn(name string) Option { return func(c *config) { c.keyColumn = name } }
 
-// TimestampColumn sets each record's Kafka timestamp from this column (a
+// WithTimestampColumn sets each record's Kafka timestamp from this column (a
 // timestamp of any unit; null keeps the producer's clock). Default: the
 // producer's clock, which differs between a batch's attempts (only the
 // committed attempt is ever visible).
-func TimestampColumn(name string) Option { return func(c *config) { c.tsColumn = name } }
+func WithTimestampColumn(name string) Option { return func(c *config) { c.tsColumn = name } }
 
-// ValueJSON writes each row as a JSON object of the named columns, or of
+// WithValueJSON writes each row as a JSON object of the named columns, or of
 // all columns when none are named (the default). See the package
 // documentation for the encoding.
-func ValueJSON(columns ...string) Option {
+func WithValueJSON(columns ...string) Option {
 	return func(c *config) { c.value, c.jsonColumns = valueJSON, columns }
 }
 
-// ValueColumn writes this column's bytes (utf8 or binary) as the value.
-func ValueColumn(name string) Option {
+// WithValueColumn writes this column's bytes (utf8 or binary) as the value
+// (default: WithValueJSON of all columns).
+func WithValueColumn(name string) Option {
 	return func(c *config) { c.value, c.valueColumn = valueColumn, name }
 }
 
-// AtLeastOnce turns transactions off: records are produced by an
+// WithAtLeastOnce turns transactions off: records are produced by an
 // idempotent producer, no marker is written, and a re-run batch is written
 // again. Guarantee reports "at-least-once". Only for outputs whose readers
-// deduplicate.
-func AtLeastOnce() Option { return func(c *config) { c.atLeastOnce = true } }
+// deduplicate. Default: off (one transaction per batch, exactly-once).
+func WithAtLeastOnce() Option { return func(c *config) { c.atLeastOnce = true } }
 
-// TLS dials the brokers with this TLS configuration.
-func TLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+// WithTLS dials the brokers with this TLS configuration (default: none, plain TCP).
+func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
-// SASL authenticates with this mechanism.
-func SASL(m sasl.Mechanism) Option { return func(c *config) { c.sasl = m } }
+// WithSASL authenticates with this mechanism (default: none).
+func WithSASL(m sasl.Mechanism) Option { return func(c *config) { c.sasl = m } }
 
-// ClientOpts passes further options to the franz-go clients, after ours.
-func ClientOpts(opts ...kgo.Opt) Option {
+// WithClientOpts passes further options to the franz-go clients, after ours
+// (default: none).
+func WithClientOpts(opts ...kgo.Opt) Option {
 	return func(c *config) { c.extra = append(c.extra, opts...) }
 }
 
-// Logger sets the logger (default: none).
-func Logger(l *slog.Logger) Option {
+// WithLogger sets the logger (default: none, nothing is logged).
+func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
 			c.logger = l
@@ -145,7 +147,7 @@ func (c *config) validate() error {
 		problems = append(problems, fmt.Sprintf("transaction timeout %v is below 1s", c.timeout))
 	}
 	if c.value == valueColumn && c.valueColumn == "" {
-		problems = append(problems, "ValueColumn needs a column name")
+		problems = append(problems, "WithValueColumn needs a column name")
 	}
 	if len(problems) == 0 {
 		return nil

@@ -105,7 +105,7 @@ func (c *config) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 }
 
 // Guarantee reports contract.ExactlyOnce, or contract.AtLeastOnce under
-// the AtLeastOnce option.
+// the WithAtLeastOnce option.
 func (s *Sink) Guarantee() contract.Guarantee {
 	if s.c.atLeastOnce {
 		return contract.AtLeastOnce
@@ -217,7 +217,7 @@ func (s *Sink) checkTimeout(ctx context.Context) error {
 			}
 			found = true
 			if want > maxMs {
-				return fmt.Errorf("%w: TransactionTimeout is %d ms, broker %s has transaction.max.timeout.ms=%d; lower the timeout or raise the broker's maximum",
+				return fmt.Errorf("%w: WithTransactionTimeout is %d ms, broker %s has transaction.max.timeout.ms=%d; lower the timeout or raise the broker's maximum",
 					ErrTimeoutTooLarge, want, rc.Name, maxMs)
 			}
 		}
@@ -379,8 +379,10 @@ func (s *Sink) encode(batchID int64, schema *arrow.Schema, records []arrow.Recor
 	return out, nil
 }
 
-// Close releases the clients. An open transaction (there is none between
-// calls) would be aborted by the broker at its timeout.
+// Close releases the clients. The caller that created the sink closes it
+// once the query has stopped; the engine never does. An open transaction
+// (there is none between calls) would be aborted by the broker at its
+// timeout.
 func (s *Sink) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

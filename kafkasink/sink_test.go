@@ -58,7 +58,7 @@ func testenvKafka(t *testing.T) *kafkadev.Cluster {
 
 func newSink(t *testing.T, c *kafkadev.Cluster, opts ...Option) *Sink {
 	t.Helper()
-	s, err := New(append([]Option{Brokers(c.Addrs()...), Topic("out"), KeyColumn("id")}, opts...)...)
+	s, err := New(append([]Option{WithBrokers(c.Addrs()...), WithTopic("out"), WithKeyColumn("id")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestExactlyOnceAcrossRepeatsAndRestart(t *testing.T) {
 		t.Fatalf("skipped %d, want 1", s.Skipped())
 	}
 	// A restarted instance learns the last committed batch from the marker.
-	s2 := newSink(t, c, TimestampColumn("at"))
+	s2 := newSink(t, c, WithTimestampColumn("at"))
 	start(t, s2, "q1")
 	if s2.LastCommitted() != 1 {
 		t.Fatalf("last committed %d, want 1", s2.LastCommitted())
@@ -161,7 +161,7 @@ func TestExactlyOnceAcrossRepeatsAndRestart(t *testing.T) {
 	}
 	for _, r := range testenv.KafkaReadCommitted(t, c, "out", 0) {
 		if string(r.Key) == "b2-0" && !r.Timestamp.Equal(base) {
-			t.Errorf("b2-0 timestamp %v, want %v from TimestampColumn", r.Timestamp, base)
+			t.Errorf("b2-0 timestamp %v, want %v from WithTimestampColumn", r.Timestamp, base)
 		}
 	}
 	// A different query never shares the transactional id or its marker.
@@ -241,12 +241,12 @@ func TestSharedTransactionalIDRefused(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"out": 1})
 	b0 := payments(t, mem, "b0", 1)
 	defer b0.Release()
-	a := newSink(t, c, TransactionalID("shared"))
+	a := newSink(t, c, WithTransactionalID("shared"))
 	start(t, a, "qa")
 	if err := add(a, 0, b0); err != nil {
 		t.Fatal(err)
 	}
-	b := newSink(t, c, TransactionalID("shared"))
+	b := newSink(t, c, WithTransactionalID("shared"))
 	err := b.Start(context.Background(), "qb")
 	if err == nil || !strings.Contains(err.Error(), `marker of query "qa", not "qb"`) {
 		t.Fatalf("err = %v", err)
@@ -255,13 +255,13 @@ func TestSharedTransactionalIDRefused(t *testing.T) {
 
 func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"out": 1}, kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "30000"}))
-	s := newSink(t, c, TransactionTimeout(time.Minute))
+	s := newSink(t, c, WithTransactionTimeout(time.Minute))
 	err := s.Start(context.Background(), "q")
 	if !errors.Is(err, ErrTimeoutTooLarge) || !strings.Contains(err.Error(), "60000") || !strings.Contains(err.Error(), "30000") {
 		t.Fatalf("err = %v, want both numbers", err)
 	}
 	t.Log(err)
-	ok := newSink(t, c, TransactionTimeout(30*time.Second))
+	ok := newSink(t, c, WithTransactionTimeout(30*time.Second))
 	start(t, ok, "q")
 }
 
@@ -328,7 +328,7 @@ func TestAtLeastOnce(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"out": 1})
 	b0 := payments(t, mem, "b0", 2)
 	defer b0.Release()
-	s := newSink(t, c, AtLeastOnce())
+	s := newSink(t, c, WithAtLeastOnce())
 	start(t, s, "q")
 	if s.Guarantee() != contract.AtLeastOnce {
 		t.Fatalf("guarantee %q", s.Guarantee())
@@ -351,13 +351,13 @@ func TestValidateSchema(t *testing.T) {
 		want string
 	}{
 		{"ok", nil, ""},
-		{"missing key", []Option{KeyColumn("nope")}, `key column "nope" not in the output`},
-		{"raw value of int", []Option{ValueColumn("amount_cents")}, `value column "amount_cents" has type int64`},
-		{"chosen columns", []Option{ValueJSON("id", "at")}, ""},
-		{"unsupported", []Option{ValueJSON("id", "missing")}, `value column "missing"`},
+		{"missing key", []Option{WithKeyColumn("nope")}, `key column "nope" not in the output`},
+		{"raw value of int", []Option{WithValueColumn("amount_cents")}, `value column "amount_cents" has type int64`},
+		{"chosen columns", []Option{WithValueJSON("id", "at")}, ""},
+		{"unsupported", []Option{WithValueJSON("id", "missing")}, `value column "missing"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(append([]Option{Brokers("127.0.0.1:1"), Topic("out"), KeyColumn("id")}, tc.opts...)...)
+			s, err := New(append([]Option{WithBrokers("127.0.0.1:1"), WithTopic("out"), WithKeyColumn("id")}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -368,7 +368,7 @@ func TestValidateSchema(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(Brokers("x:1")); !errors.Is(err, ErrConfig) {
+	if _, err := New(WithBrokers("x:1")); !errors.Is(err, ErrConfig) {
 		t.Fatalf("no topic: %v", err)
 	}
 }
@@ -382,7 +382,7 @@ func TestTimedOutTransactionIsReRun(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"out": 1})
 	b0 := payments(t, mem, "b0", 2)
 	defer b0.Release()
-	s := newSink(t, c, TransactionTimeout(time.Second))
+	s := newSink(t, c, WithTransactionTimeout(time.Second))
 	start(t, s, "q")
 	s.beforeCommit = func() { time.Sleep(2500 * time.Millisecond) }
 	err := add(s, 0, b0)

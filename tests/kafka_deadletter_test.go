@@ -151,8 +151,8 @@ func runDeadLetterQuery(brokers []string, cpDir string) error {
 		return err
 	}
 	defer cp.Close()
-	src, err := kafka.New(kafka.Brokers(brokers...), kafka.Topics("payments"), kafka.ValueJSON(dlqSchema),
-		kafka.DeadLetterTopic("payments-dlq"), kafka.MaxOffsetsPerTrigger(40))
+	src, err := kafka.New(kafka.WithBrokers(brokers...), kafka.WithTopics("payments"), kafka.WithValueJSON(dlqSchema),
+		kafka.WithDeadLetterTopic("payments-dlq"), kafka.WithMaxOffsetsPerTrigger(40))
 	if err != nil {
 		return err
 	}
@@ -215,8 +215,8 @@ func TestKafkaDeadLetterRunAgainInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cp.Close()
-	src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("payments"), kafka.ValueJSON(dlqSchema),
-		kafka.DeadLetterTopic("payments-dlq"))
+	src, err := kafka.New(kafka.WithBrokers(c.Addrs()...), kafka.WithTopics("payments"), kafka.WithValueJSON(dlqSchema),
+		kafka.WithDeadLetterTopic("payments-dlq"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,9 +97,9 @@ func run() (err error) {
 	}
 	defer func() { err = errors.Join(err, cp.Close()) }()
 
-	srcOpts := []kafka.Option{kafka.Brokers(addrs...), kafka.Topics(*paymentsTopic), kafka.ValueJSON(payments.Schema), kafka.Logger(logger)}
+	srcOpts := []kafka.Option{kafka.WithBrokers(addrs...), kafka.WithTopics(*paymentsTopic), kafka.WithValueJSON(payments.Schema), kafka.WithLogger(logger)}
 	if *maxPerTrigger > 0 {
-		srcOpts = append(srcOpts, kafka.MaxOffsetsPerTrigger(*maxPerTrigger))
+		srcOpts = append(srcOpts, kafka.WithMaxOffsetsPerTrigger(*maxPerTrigger))
 	}
 	src, err := kafka.New(srcOpts...)
 	if err != nil {
@@ -107,12 +107,12 @@ func run() (err error) {
 	}
 	defer func() { err = errors.Join(err, src.Close()) }()
 	sink, err := kafkasink.New(
-		kafkasink.Brokers(addrs...),
-		kafkasink.Topic(*settlementsTopic),
-		kafkasink.Name("settlements"),
-		kafkasink.KeyColumn("merchant_id"),
-		kafkasink.ValueJSON("merchant_id", "batch_id", "amount_cents", "payments", "total_cents"),
-		kafkasink.Logger(logger),
+		kafkasink.WithBrokers(addrs...),
+		kafkasink.WithTopic(*settlementsTopic),
+		kafkasink.WithName("settlements"),
+		kafkasink.WithKeyColumn("merchant_id"),
+		kafkasink.WithValueJSON("merchant_id", "batch_id", "amount_cents", "payments", "total_cents"),
+		kafkasink.WithLogger(logger),
 	)
 	if err != nil {
 		return err

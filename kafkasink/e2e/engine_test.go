@@ -36,14 +36,14 @@ var e2eSchema = arrow.NewSchema([]arrow.Field{
 // runQuery runs Kafka "in" → engine → Kafka "out" with the AvailableNow
 // trigger, five offsets per batch.
 func runQuery(ctx context.Context, brokers []string, checkpoint string) (skipped int64, err error) {
-	src, err := kafka.New(kafka.Brokers(brokers...), kafka.Topics("in"), kafka.ValueJSON(e2eSchema),
-		kafka.MaxOffsetsPerTrigger(5), kafka.Allocator(memory.NewGoAllocator()))
+	src, err := kafka.New(kafka.WithBrokers(brokers...), kafka.WithTopics("in"), kafka.WithValueJSON(e2eSchema),
+		kafka.WithMaxOffsetsPerTrigger(5), kafka.WithAllocator(memory.NewGoAllocator()))
 	if err != nil {
 		return 0, err
 	}
 	defer src.Close()
-	sink, err := kafkasink.New(kafkasink.Brokers(brokers...), kafkasink.Topic("out"),
-		kafkasink.KeyColumn("id"), kafkasink.ValueJSON("id", "amount_cents", "at", "partition", "offset"))
+	sink, err := kafkasink.New(kafkasink.WithBrokers(brokers...), kafkasink.WithTopic("out"),
+		kafkasink.WithKeyColumn("id"), kafkasink.WithValueJSON("id", "amount_cents", "at", "partition", "offset"))
 	if err != nil {
 		return 0, err
 	}

@@ -37,11 +37,11 @@ func BenchmarkRead(b *testing.B) {
 		name string
 		opt  kafka.Option
 	}{
-		{"raw", kafka.ValueRaw()},
-		{"json", kafka.ValueJSON(paymentSchema)},
+		{"raw", kafka.WithValueRaw()},
+		{"json", kafka.WithValueJSON(paymentSchema)},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("in"), mode.opt, kafka.Allocator(memory.NewGoAllocator()))
+			src, err := kafka.New(kafka.WithBrokers(c.Addrs()...), kafka.WithTopics("in"), mode.opt, kafka.WithAllocator(memory.NewGoAllocator()))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -102,8 +102,8 @@ func BenchmarkDeadLetterBatch(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("in"), kafka.ValueJSON(paymentSchema),
-				kafka.DeadLetterTopic("in-dlq"), kafka.DeadLetterTransactionalID("bench"), kafka.Allocator(memory.NewGoAllocator()))
+			src, err := kafka.New(kafka.WithBrokers(c.Addrs()...), kafka.WithTopics("in"), kafka.WithValueJSON(paymentSchema),
+				kafka.WithDeadLetterTopic("in-dlq"), kafka.WithDeadLetterTransactionalID("bench"), kafka.WithAllocator(memory.NewGoAllocator()))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -49,7 +49,7 @@ func DeadLetterFileName(topic string, partition int32, from, to int64) string {
 }
 
 // writeDeadLetters logs the dead letters of one partition range and
-// writes them to the range's file (DeadLetterDir).
+// writes them to the range's file (WithDeadLetterDir).
 func (s *Source) writeDeadLetters(tp topicPartition, from, to int64, dead []deadLetter) error {
 	for _, d := range dead {
 		s.c.logger.Warn("kafka: value sent to dead letter", "topic", tp.topic, "partition", tp.partition,

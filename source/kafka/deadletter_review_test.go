@@ -60,8 +60,8 @@ func TestDeadLetterLeastPrivilege(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	open := func() *kafka.Source {
-		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"),
-			kafka.SASL(plain.Auth{User: "app", Pass: "secret"}.AsMechanism()))
+		src := newSource(t, c, mem, kafka.WithTopics("pay"), kafka.WithValueJSON(paymentSchema), kafka.WithDeadLetterTopic("pay-dlq"),
+			kafka.WithSASL(plain.Auth{User: "app", Pass: "secret"}.AsMechanism()))
 		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		if err := src.OpenCheckpoint(octx, store); err != nil {
@@ -115,7 +115,7 @@ func TestDeadLetterOtherQueryOpenTransaction(t *testing.T) {
 	readBatch(t, f.open(t), batch0) // our markers now lie above the other's open transaction
 
 	began := time.Now()
-	src := f.open(t, kafka.DeadLetterTransactionTimeout(time.Second))
+	src := f.open(t, kafka.WithDeadLetterTransactionTimeout(time.Second))
 	if d := time.Since(began); d > 5*time.Second {
 		t.Fatalf("OpenCheckpoint waited %s for another query's transaction", d)
 	}
@@ -183,7 +183,7 @@ func TestDeadLetterProgressTopicGrows(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "pay-dlq-progress"); err != nil {
 		t.Fatal(err)
 	}
-	open := func() *kafka.Source { return f.open(t, kafka.DeadLetterTransactionalID(id)) }
+	open := func() *kafka.Source { return f.open(t, kafka.WithDeadLetterTransactionalID(id)) }
 	readBatch(t, open(), [2]json.RawMessage{batch0[0], json.RawMessage(`{"pay":{"0":2,"1":0}}`)}) // pay/0/1
 	if _, err := adm.CreatePartitions(ctx, 1, "pay-dlq-progress"); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestDeadLetterProgressTopicRolls(t *testing.T) {
 func TestDeadLetterStatsConcurrent(t *testing.T) {
 	f := newDLQFixture(t)
 	defer f.mem.AssertSize(t, 0)
-	src := newSource(t, f.c, f.mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"))
+	src := newSource(t, f.c, f.mem, kafka.WithTopics("pay"), kafka.WithValueJSON(paymentSchema), kafka.WithDeadLetterTopic("pay-dlq"))
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -270,16 +270,16 @@ func TestDeadLetterIdleTransactionalIDExpired(t *testing.T) {
 	wantKeys(t, deadKeys(t, f.c, true), dead0...)
 }
 
-// TestDeadLetterPatternExcludesItsOwnTopics: a TopicPattern that matches
+// TestDeadLetterPatternExcludesItsOwnTopics: a WithTopicPattern that matches
 // the dead-letter topic and its progress topic ("pay.*" with "pay-dlq")
 // must not read them: the source would read back its dead letters (and
 // send them to the dead-letter topic again, batch after batch) and its
-// markers as rows. Naming one in Topics is refused.
+// markers as rows. Naming one in WithTopics is refused.
 func TestDeadLetterPatternExcludesItsOwnTopics(t *testing.T) {
 	f := newDLQFixture(t)
 	defer f.mem.AssertSize(t, 0)
 	ctx := context.Background()
-	src := newSource(t, f.c, f.mem, kafka.TopicPattern("^pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"))
+	src := newSource(t, f.c, f.mem, kafka.WithTopicPattern("^pay"), kafka.WithValueJSON(paymentSchema), kafka.WithDeadLetterTopic("pay-dlq"))
 	if err := src.OpenCheckpoint(ctx, f.store); err != nil {
 		t.Fatal(err)
 	}
@@ -287,11 +287,11 @@ func TestDeadLetterPatternExcludesItsOwnTopics(t *testing.T) {
 	end := must(t)(src.LatestOffset(ctx, start))
 	readBatch(t, src, [2]json.RawMessage{start, end}) // dead letters and markers now exist
 	next := must(t)(src.LatestOffset(ctx, end))
-	if string(start) != `{"pay":{"0":0,"1":0}}` || string(next) != `{"pay":{"0":4,"1":2}}` {
+	if offs(t, start) != `{"pay":{"0":0,"1":0}}` || offs(t, next) != `{"pay":{"0":4,"1":2}}` {
 		t.Fatalf("planned %s then %s: only topic pay may be read", start, next)
 	}
-	if _, err := kafka.New(kafka.Brokers("x:1"), kafka.Topics("pay", "pay-dlq"), kafka.DeadLetterTopic("pay-dlq")); !errors.Is(err, kafka.ErrConfig) {
-		t.Fatalf("Topics naming the dead-letter topic: err = %v", err)
+	if _, err := kafka.New(kafka.WithBrokers("x:1"), kafka.WithTopics("pay", "pay-dlq"), kafka.WithDeadLetterTopic("pay-dlq")); !errors.Is(err, kafka.ErrConfig) {
+		t.Fatalf("WithTopics naming the dead-letter topic: err = %v", err)
 	}
 }
 

@@ -58,8 +58,8 @@ func newDLQFixture(t *testing.T, extra ...kfake.Opt) *dlqFixture {
 // checkpoint folder, as the engine does at start.
 func (f *dlqFixture) open(t *testing.T, opts ...kafka.Option) *kafka.Source {
 	t.Helper()
-	src := newSource(t, f.c, f.mem, append([]kafka.Option{kafka.Topics("pay"), kafka.ValueJSON(paymentSchema),
-		kafka.DeadLetterTopic("pay-dlq")}, opts...)...)
+	src := newSource(t, f.c, f.mem, append([]kafka.Option{kafka.WithTopics("pay"), kafka.WithValueJSON(paymentSchema),
+		kafka.WithDeadLetterTopic("pay-dlq")}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := src.OpenCheckpoint(ctx, f.store); err != nil {
@@ -415,18 +415,18 @@ func TestDeadLetterTransactionalID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	b := newSource(t, f.c, f.mem, kafka.Topics("pay"), kafka.DeadLetterTopic("pay-dlq"))
+	b := newSource(t, f.c, f.mem, kafka.WithTopics("pay"), kafka.WithDeadLetterTopic("pay-dlq"))
 	if err := b.OpenCheckpoint(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	if b.DeadLetterTransactionalID() == a.DeadLetterTransactionalID() {
 		t.Fatal("two checkpoints share a transactional id")
 	}
-	set := f.open(t, kafka.DeadLetterTransactionalID("mine"))
+	set := f.open(t, kafka.WithDeadLetterTransactionalID("mine"))
 	if got := set.DeadLetterTransactionalID(); got != "mine" {
 		t.Fatalf("explicit id: %q", got)
 	}
-	none := newSource(t, f.c, f.mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"))
+	none := newSource(t, f.c, f.mem, kafka.WithTopics("pay"), kafka.WithValueJSON(paymentSchema), kafka.WithDeadLetterTopic("pay-dlq"))
 	if _, err := readRows(t, none, batch0[0], batch0[1]); !errors.Is(err, kafka.ErrNoTransactionalID) {
 		t.Fatalf("no id: err = %v", err)
 	}
@@ -448,7 +448,7 @@ func TestDeadLetterTransactionalID(t *testing.T) {
 	if policy != "compact" {
 		t.Fatalf("progress topic cleanup.policy %q", policy)
 	}
-	if _, err := kafka.New(kafka.Brokers("x:1"), kafka.Topics("t"), kafka.DeadLetterTransactionalID("x")); !errors.Is(err, kafka.ErrConfig) {
+	if _, err := kafka.New(kafka.WithBrokers("x:1"), kafka.WithTopics("t"), kafka.WithDeadLetterTransactionalID("x")); !errors.Is(err, kafka.ErrConfig) {
 		t.Fatalf("id without topic: err = %v", err)
 	}
 }
@@ -486,10 +486,10 @@ func TestDeadLetterOpenCheckpointErrors(t *testing.T) {
 		want  string
 		is    error
 	}{
-		{name: "timeout above the brokers' maximum", opts: []kafka.Option{kafka.DeadLetterTransactionTimeout(time.Minute)},
+		{name: "timeout above the brokers' maximum", opts: []kafka.Option{kafka.WithDeadLetterTransactionTimeout(time.Minute)},
 			extra: []kfake.Opt{kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "30000"})},
-			want:  "DeadLetterTransactionTimeout is 60000 ms, broker 0 has transaction.max.timeout.ms=30000", is: kafka.ErrConfig},
-		{name: "missing dead-letter topic", opts: []kafka.Option{kafka.DeadLetterTopic("nowhere")}, want: `dead-letter topic "nowhere" does not exist`},
+			want:  "WithDeadLetterTransactionTimeout is 60000 ms, broker 0 has transaction.max.timeout.ms=30000", is: kafka.ErrConfig},
+		{name: "missing dead-letter topic", opts: []kafka.Option{kafka.WithDeadLetterTopic("nowhere")}, want: `dead-letter topic "nowhere" does not exist`},
 		{name: "empty id file", file: ptr(""), want: "is not a version 1 dead-letter id"},
 		{name: "torn id file", file: ptr(`{"v":1,"transactionalId":"onceflow-dead`), want: "is not a version 1 dead-letter id"},
 		{name: "future version", file: ptr(`{"v":2,"transactionalId":"x"}`), want: "is not a version 1 dead-letter id"},
@@ -502,7 +502,7 @@ func TestDeadLetterOpenCheckpointErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			src := newSource(t, f.c, f.mem, append([]kafka.Option{kafka.Topics("pay"), kafka.DeadLetterTopic("pay-dlq")}, tc.opts...)...)
+			src := newSource(t, f.c, f.mem, append([]kafka.Option{kafka.WithTopics("pay"), kafka.WithDeadLetterTopic("pay-dlq")}, tc.opts...)...)
 			err := src.OpenCheckpoint(ctx, f.store)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || tc.is != nil && !errors.Is(err, tc.is) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
@@ -520,7 +520,7 @@ func ptr(s string) *string { return &s }
 func TestDeadLetterTimedOutTransaction(t *testing.T) {
 	f := newDLQFixture(t)
 	defer f.mem.AssertSize(t, 0)
-	src := f.open(t, kafka.DeadLetterTransactionTimeout(time.Second))
+	src := f.open(t, kafka.WithDeadLetterTransactionTimeout(time.Second))
 	kafka.SetBeforeDeadLetterCommit(src, func() { time.Sleep(2500 * time.Millisecond) })
 	_, err := readRows(t, src, batch0[0], batch0[1])
 	if err == nil {

@@ -74,14 +74,14 @@ func markerKey(txnID string, tp topicPartition) []byte {
 }
 
 // OpenCheckpoint implements the engine's SourceCheckpointer. With
-// DeadLetterTopic and no DeadLetterTransactionalID it reads the
+// WithDeadLetterTopic and no WithDeadLetterTransactionalID it reads the
 // transactional id kept in DeadLetterIDFile under store, creating it
 // (put-if-absent, so one id wins) on the query's first start. It then
 // starts the dead-letter producer: checks the transaction timeout against
 // the brokers, creates the progress topic if missing, fences any older
 // instance with the same transactional id (aborting its open transaction)
 // and reads the committed progress markers. It clears ErrFenced: the
-// engine calls it when the query (re)starts. Without DeadLetterTopic it
+// engine calls it when the query (re)starts. Without WithDeadLetterTopic it
 // does nothing.
 func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error {
 	if s.c.deadTopic == "" {
@@ -232,7 +232,7 @@ func (s *Source) checkDeadTopics(ctx context.Context) error {
 				return fmt.Errorf("broker %s transaction.max.timeout.ms %q: %w", rc.Name, *cfg.Value, err)
 			}
 			if want > maxMs {
-				return fmt.Errorf("%w: DeadLetterTransactionTimeout is %d ms, broker %s has transaction.max.timeout.ms=%d; lower the timeout or raise the broker's maximum",
+				return fmt.Errorf("%w: WithDeadLetterTransactionTimeout is %d ms, broker %s has transaction.max.timeout.ms=%d; lower the timeout or raise the broker's maximum",
 					ErrConfig, want, rc.Name, maxMs)
 			}
 		}

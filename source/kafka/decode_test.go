@@ -67,7 +67,7 @@ func TestDecodeJSONValue(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeJSON compares the ValueJSON fast path with decoding the
+// BenchmarkDecodeJSON compares the WithValueJSON fast path with decoding the
 // same value into a map with encoding/json (the obvious alternative):
 //
 //	go test -run '^$' -bench DecodeJSON ./source/kafka/

@@ -5,27 +5,33 @@
 //
 // # Positions
 //
-// Offsets are JSON, {"payments":{"0":42,"1":17}}: for each topic and
-// partition the next offset to read. Topics sort by name and partitions by
-// number, so one position always has one encoding (see Offsets and
+// A position is JSON, version 2:
+// {"v":2,"topics":{"payments":{"id":"<topic id>","partitions":{"0":42,"1":17}}}}:
+// for each topic its id and, per partition, the next offset to read; the
+// end of a batch that adds partitions also says where each of them starts
+// ("from"). Topics sort by name and partitions by number, so one position
+// always has one encoding. Version 1, the bare {"payments":{"0":42}} of
+// checkpoints written before, is still read (see Position and
 // docs/format/kafka.md).
 //
 // # Lifecycle (the engine's calls, in order)
 //
-//  0. OpenCheckpoint (with DeadLetterTopic only) loads or creates the
+//  0. OpenCheckpoint (with WithDeadLetterTopic only) loads or creates the
 //     dead-letter transactional id and starts the dead-letter producer
 //     (see Bad values).
 //  1. InitialOffset resolves the starting position (Earliest, Latest,
 //     SpecificOffsets, AtTimestamp) once, for batch 0.
 //  2. LatestOffset(start) plans the next batch's end: for each partition
 //     the last stable offset (read_committed, the default) or the high
-//     watermark (ReadUncommitted), capped by MaxOffsetsPerTrigger, spread
+//     watermark (WithReadUncommitted), capped by WithMaxOffsetsPerTrigger, spread
 //     over partitions in proportion to lag with at least one offset per
 //     lagging partition, and by PrepareAvailableNow's snapshot. Topics
-//     matching TopicPattern and partitions created since start are found
-//     here, so the batch's write-ahead-log entry records them; a partition
-//     absent from start is read from offset 0. When nothing is new the
-//     answer is start itself.
+//     matching WithTopicPattern and partitions created since start are found
+//     here, so the batch's write-ahead-log entry records them, starting at
+//     their log start offset (recorded as "from", so a re-run reads the
+//     same range). Each topic's id is recorded; a topic of start whose id
+//     changed was deleted and created again (see Lost data). When nothing
+//     is new the answer is start itself.
 //  3. Read(start, end) emits [start, end) as Arrow records: partitions in
 //     order, records in offset order, with direct Fetch requests to each
 //     partition's leader. Termination is by offset: the fetch position
@@ -38,20 +44,20 @@
 // Columns: key (binary), the value columns, topic (utf8), partition
 // (int32), offset (int64), timestamp (timestamp[ms, UTC]), headers
 // (list<struct<key utf8, value binary>>). The value columns are "value"
-// (binary with ValueRaw, the default; utf8 with ValueString) or, with
-// ValueJSON(schema), the schema's fields as top-level columns.
+// (binary with WithValueRaw, the default; utf8 with WithValueString) or, with
+// WithValueJSON(schema), the schema's fields as top-level columns.
 //
 // # Bad values
 //
 // A value that does not decode fails the batch with a *DecodeError naming
 // topic, partition, offset and field, unless a dead-letter output is set:
 //
-//   - DeadLetterDir: the bad records of one partition range go to one
+//   - WithDeadLetterDir: the bad records of one partition range go to one
 //     JSON-lines file named by DeadLetterFileName(topic, partition, from,
 //     to), written to a temporary file, fsynced and renamed. A re-run of the
 //     batch (same range, from the offset log) rewrites the same file with
 //     the same content.
-//   - DeadLetterTopic: each bad record is produced to the topic with key
+//   - WithDeadLetterTopic: each bad record is produced to the topic with key
 //     "topic/partition/offset" of the original, its value, timestamp and
 //     headers, plus headers onceflow-error (the reason), onceflow-source
 //     (the same "topic/partition/offset") and onceflow-original-key (when
@@ -61,7 +67,7 @@
 // dead letters of one Read (every partition range of the batch) are
 // produced in one Kafka transaction, after the last row is emitted and
 // before Read returns, together with one progress marker per source
-// partition on a compacted progress topic (DeadLetterProgressTopic,
+// partition on a compacted progress topic (WithDeadLetterProgressTopic,
 // default "<dead-letter topic>-progress", created if missing). The marker
 // says: the dead letters of every offset below End are committed. Before
 // producing, Read drops the dead letters below the partition's committed
@@ -70,7 +76,7 @@
 //
 //   - crash before the commit: the open transaction is never visible under
 //     read_committed; the next process's InitProducerID aborts it (or the
-//     broker does at DeadLetterTransactionTimeout), and the re-run
+//     broker does at WithDeadLetterTransactionTimeout), and the re-run
 //     produces the dead letters once;
 //   - crash after the commit, before the engine's commits/N: the re-run
 //     finds the marker and produces nothing (Stats.DeadLettersSkipped);
@@ -91,7 +97,7 @@
 // deleted and created again do not cover the new topic's offsets. A reader
 // with read_uncommitted sees the records of aborted attempts as well.
 //
-// The transactional id is DeadLetterTransactionalID when set; otherwise
+// The transactional id is WithDeadLetterTransactionalID when set; otherwise
 // OpenCheckpoint creates one ("onceflow-deadletter-" and 24 random hex
 // digits) on the query's first start and keeps it in the source's folder of
 // the checkpoint, so it is stable across restarts and differs between
@@ -107,15 +113,22 @@
 // # Lost data
 //
 // A recorded offset below a partition's log start offset (retention,
-// DeleteRecords), a topic or partition that was deleted, or a partition
-// that now ends below the recorded offset is data loss. With
-// FailOnDataLoss(true), the default, the call fails with a *DataLossError
-// naming topic, partition, the expected and the available offsets. With
-// false, the gap is skipped, logged to the Logger and counted in Stats.
+// DeleteRecords), a topic or partition that was deleted, a partition that
+// now ends below the recorded offset, or a topic whose id differs from the
+// recorded one (deleted and created again under the same name) is data
+// loss. With WithFailOnDataLoss(true), the default, the call fails with a
+// *DataLossError naming topic, partition, the expected and the available
+// offsets, or, for a topic created again, both topic ids. With false, the
+// gap is skipped, logged to the WithLogger logger and counted in Stats
+// (DataLossGaps, SkippedOffsets); a topic created again is read again from
+// its earliest offset, logged and counted in Stats.TopicsRecreated (the
+// "topicsRecreated" figure of the progress metrics). A position of version
+// 1 has no ids, so a topic recreated before the upgrade goes unnoticed; the
+// first end planned after it records the ids.
 //
 // # Checkpoint folder
 //
-// With DeadLetterTopic and no DeadLetterTransactionalID, the source keeps
+// With WithDeadLetterTopic and no WithDeadLetterTransactionalID, the source keeps
 // one object in its folder of the checkpoint, written once with
 // put-if-absent: DeadLetterIDFile ("deadletter.json"),
 // {"v":1,"transactionalId":"onceflow-deadletter-<24 hex digits>"}.

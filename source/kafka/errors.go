@@ -8,7 +8,8 @@ import (
 var (
 	// ErrDataLoss is wrapped by *DataLossError: records the query must
 	// read are gone (retention, DeleteRecords, a deleted topic or
-	// partition) and FailOnDataLoss is on.
+	// partition, a topic deleted and created again) and WithFailOnDataLoss
+	// is on.
 	ErrDataLoss = errors.New("kafka: data loss")
 	// ErrDecode is wrapped by *DecodeError: a record value does not decode
 	// and no dead-letter output is configured.
@@ -22,23 +23,36 @@ var (
 	// dead-letter transactional id has started: this instance produces no
 	// more dead letters until OpenCheckpoint is called again (a restart).
 	ErrFenced = errors.New("kafka: dead-letter producer fenced by a newer instance")
-	// ErrNoTransactionalID is returned when DeadLetterTopic is set but the
+	// ErrNoTransactionalID is returned when WithDeadLetterTopic is set but the
 	// source has no transactional id: neither OpenCheckpoint nor
-	// DeadLetterTransactionalID gave it one.
-	ErrNoTransactionalID = errors.New("kafka: dead-letter topic without a transactional id (run under the engine, which calls OpenCheckpoint, or set DeadLetterTransactionalID)")
+	// WithDeadLetterTransactionalID gave it one.
+	ErrNoTransactionalID = errors.New("kafka: dead-letter topic without a transactional id (run under the engine, which calls OpenCheckpoint, or set WithDeadLetterTransactionalID)")
 )
 
 // DataLossError names the partition and the offsets that cannot be read.
-// Available is -1 when the topic or partition no longer exists.
+// Available is -1 when the topic or partition no longer exists. For a
+// topic that was deleted and created again, RecordedTopicID and TopicID
+// hold the id recorded in the offsets and the topic's id now (hex), and
+// Partition and Expected are -1 when the whole topic is meant (planning).
 type DataLossError struct {
-	Topic     string
-	Partition int32
-	Expected  int64 // the offset the query must read next
-	Available int64 // the first offset the broker still has, -1 if none
-	Reason    string
+	Topic           string
+	Partition       int32
+	Expected        int64 // the offset the query must read next
+	Available       int64 // the first offset the broker still has, -1 if none
+	RecordedTopicID string
+	TopicID         string
+	Reason          string
 }
 
 func (e *DataLossError) Error() string {
+	if e.RecordedTopicID != "" {
+		where := fmt.Sprintf("topic %q", e.Topic)
+		if e.Partition >= 0 {
+			where += fmt.Sprintf(" partition %d: expected offset %d", e.Partition, e.Expected)
+		}
+		return fmt.Sprintf("kafka: data loss: %s: the topic was deleted and created again: recorded topic id %s, now %s (%s)",
+			where, e.RecordedTopicID, e.TopicID, e.Reason)
+	}
 	if e.Available < 0 {
 		return fmt.Sprintf("kafka: data loss: topic %q partition %d: expected offset %d, available: none (%s)",
 			e.Topic, e.Partition, e.Expected, e.Reason)

@@ -8,7 +8,7 @@ import (
 
 // jsonObject walks the members of a JSON object that json.Valid accepted,
 // calling fn with each member's key and raw value. It is the fast path of
-// ValueJSON: no map, no allocation per member.
+// WithValueJSON: no map, no allocation per member.
 func jsonObject(b []byte, fn func(key, raw []byte)) bool {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {

@@ -30,14 +30,14 @@ func TestAvailableNowAndStats(t *testing.T) {
 	produce(t, c, rec("a", 0, "", "1"), rec("a", 0, "", "2"), rec("a", 1, "", "3"))
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := newSource(t, c, mem, kafka.Topics("a"), kafka.MaxOffsetsPerTrigger(2))
+	src := newSource(t, c, mem, kafka.WithTopics("a"), kafka.WithMaxOffsetsPerTrigger(2))
 	start := must(t)(src.InitialOffset(ctx))
 	if err := src.PrepareAvailableNow(ctx); err != nil {
 		t.Fatal(err)
 	}
 	produce(t, c, rec("a", 1, "", "late"))
 	end := must(t)(src.LatestOffset(ctx, start))
-	if string(end) != `{"a":{"0":1,"1":1}}` {
+	if offs(t, end) != `{"a":{"0":1,"1":1}}` {
 		t.Fatalf("end %s", end)
 	}
 	want := []kafka.PartitionStats{
@@ -48,7 +48,7 @@ func TestAvailableNowAndStats(t *testing.T) {
 		t.Fatalf("stats %+v", got)
 	}
 	end2 := must(t)(src.LatestOffset(ctx, end))
-	if string(end2) != `{"a":{"0":2,"1":1}}` {
+	if offs(t, end2) != `{"a":{"0":2,"1":1}}` {
 		t.Fatalf("end2 %s: the record produced after PrepareAvailableNow must wait", end2)
 	}
 	if again := must(t)(src.LatestOffset(ctx, end2)); string(again) != string(end2) {
@@ -59,13 +59,13 @@ func TestAvailableNowAndStats(t *testing.T) {
 func TestSASL(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.Kafka(t, map[string]int32{"s": 1}, kfake.EnableSASL(), kfake.Superuser("PLAIN", "app", "secret"))
-	good := newSource(t, c, memory.DefaultAllocator, kafka.Topics("s"),
-		kafka.SASL(plain.Auth{User: "app", Pass: "secret"}.AsMechanism()))
-	if got := must(t)(good.InitialOffset(ctx)); string(got) != `{"s":{"0":0}}` {
+	good := newSource(t, c, memory.DefaultAllocator, kafka.WithTopics("s"),
+		kafka.WithSASL(plain.Auth{User: "app", Pass: "secret"}.AsMechanism()))
+	if got := must(t)(good.InitialOffset(ctx)); offs(t, got) != `{"s":{"0":0}}` {
 		t.Fatalf("initial %s", got)
 	}
-	bad := newSource(t, c, memory.DefaultAllocator, kafka.Topics("s"),
-		kafka.SASL(plain.Auth{User: "app", Pass: "wrong"}.AsMechanism()))
+	bad := newSource(t, c, memory.DefaultAllocator, kafka.WithTopics("s"),
+		kafka.WithSASL(plain.Auth{User: "app", Pass: "wrong"}.AsMechanism()))
 	_, err := bad.InitialOffset(ctx)
 	if err == nil {
 		t.Fatal("wrong password accepted")
@@ -83,7 +83,7 @@ func TestFetchErrorsAreRetried(t *testing.T) {
 	produce(t, c, rec("f", 0, "", "1"), rec("f", 0, "", "2"))
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := newSource(t, c, mem, kafka.Topics("f"))
+	src := newSource(t, c, mem, kafka.WithTopics("f"))
 	var hits atomic.Int32
 	c.Fake().ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		if hits.Add(1) > 2 {

@@ -8,13 +8,14 @@ import (
 	"strconv"
 )
 
-// Offsets are positions by topic and partition: the next offset to read.
-// Their JSON form, stored verbatim in the engine's write-ahead log, is
+// Offsets are offsets by topic and partition: the next offset to read.
+// Their JSON form, the first version of the source's position (see
+// Position) and the form of WithStartingOffsets(SpecificOffsets(…)), is
 //
 //	{"payments":{"0":42,"1":17}}
 //
 // with topics in byte order and partitions in numeric order, so one
-// position always encodes to the same bytes.
+// value always encodes to the same bytes.
 type Offsets map[string]map[int32]int64
 
 // MarshalJSON encodes o deterministically (see Offsets).
@@ -46,9 +47,9 @@ func (o Offsets) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ParseOffsets decodes the JSON form of Offsets. Negative offsets are
-// rejected except where allowNegative is set (the user's starting offsets,
-// where -2 means earliest and -1 latest).
+// ParseOffsets decodes the JSON form of Offsets (a position of version 1).
+// Negative offsets are rejected except where allowNegative is set (the
+// user's starting offsets, where -2 means earliest and -1 latest).
 func ParseOffsets(raw []byte) (Offsets, error) { return parseOffsets(raw, false) }
 
 func parseOffsets(raw []byte, allowNegative bool) (Offsets, error) {
@@ -63,19 +64,28 @@ func parseOffsets(raw []byte, allowNegative bool) (Offsets, error) {
 		if t == "" {
 			return nil, fmt.Errorf("%w: empty topic name", ErrBadOffsets)
 		}
-		o[t] = make(map[int32]int64, len(ps))
-		for ps, off := range ps {
-			p, err := strconv.ParseInt(ps, 10, 32)
-			if err != nil || p < 0 {
-				return nil, fmt.Errorf("%w: topic %q: partition %q is not a partition number", ErrBadOffsets, t, ps)
-			}
-			if off < 0 && (!allowNegative || off < -2) {
-				return nil, fmt.Errorf("%w: topic %q partition %d: offset %d", ErrBadOffsets, t, p, off)
-			}
-			o[t][int32(p)] = off
+		parts, err := parsePartitions(t, ps, allowNegative)
+		if err != nil {
+			return nil, err
 		}
+		o[t] = parts
 	}
 	return o, nil
+}
+
+func parsePartitions(t string, ps map[string]int64, allowNegative bool) (map[int32]int64, error) {
+	out := make(map[int32]int64, len(ps))
+	for ps, off := range ps {
+		p, err := strconv.ParseInt(ps, 10, 32)
+		if err != nil || p < 0 {
+			return nil, fmt.Errorf("%w: topic %q: partition %q is not a partition number", ErrBadOffsets, t, ps)
+		}
+		if off < 0 && (!allowNegative || off < -2) {
+			return nil, fmt.Errorf("%w: topic %q partition %d: offset %d", ErrBadOffsets, t, p, off)
+		}
+		out[int32(p)] = off
+	}
+	return out, nil
 }
 
 func truncate(b []byte) string {

@@ -102,57 +102,58 @@ func defaults() config {
 	}
 }
 
-// Brokers sets the seed brokers (host:port). Required.
-func Brokers(addrs ...string) Option {
+// WithBrokers sets the seed brokers (host:port). Required; no default.
+func WithBrokers(addrs ...string) Option {
 	return func(c *config) { c.brokers = append(c.brokers, addrs...) }
 }
 
-// Topics sets the topics to read; every partition of each is read.
-// Exactly one of Topics and TopicPattern is required.
-func Topics(topics ...string) Option {
+// WithTopics sets the topics to read; every partition of each is read.
+// Exactly one of WithTopics and WithTopicPattern is required; no default.
+func WithTopics(topics ...string) Option {
 	return func(c *config) { c.topics = append(c.topics, topics...) }
 }
 
-// TopicPattern reads every topic whose name matches the regular expression
+// WithTopicPattern reads every topic whose name matches the regular expression
 // (anchored by the caller if wanted). Topics and partitions created later
 // are found when the next batch is planned, so they are recorded in that
-// batch's write-ahead-log entry.
-func TopicPattern(expr string) Option {
+// batch's write-ahead-log entry. Default: none (see WithTopics).
+func WithTopicPattern(expr string) Option {
 	return func(c *config) { c.pattern, c.patternErr = regexp.Compile(expr) }
 }
 
-// StartingOffsets sets where the query's first batch starts (default
+// WithStartingOffsets sets where the query's first batch starts (default
 // Earliest()). It matters only once: later batches start where the
 // previous one ended, as recorded in the engine's offset log.
-func StartingOffsets(s StartingPosition) Option {
+func WithStartingOffsets(s StartingPosition) Option {
 	return func(c *config) { c.start = s }
 }
 
-// MaxOffsetsPerTrigger caps the number of offsets one batch covers, spread
+// WithMaxOffsetsPerTrigger caps the number of offsets one batch covers, spread
 // across partitions in proportion to their lag, each lagging partition
 // getting at least one offset when n allows (default 0: no cap).
-func MaxOffsetsPerTrigger(n int64) Option {
+func WithMaxOffsetsPerTrigger(n int64) Option {
 	return func(c *config) { c.maxPerTrigger = n }
 }
 
-// ReadUncommitted reads records of open and aborted transactions too, and
+// WithReadUncommitted reads records of open and aborted transactions too, and
 // takes the high watermark as a partition's end. The default is
 // read_committed: only committed records, and the last stable offset as the
 // end.
-func ReadUncommitted() Option {
+func WithReadUncommitted() Option {
 	return func(c *config) { c.readCommitted = false }
 }
 
-// FailOnDataLoss chooses what happens when records the query must read are
+// WithFailOnDataLoss chooses what happens when records the query must read are
 // gone (below the log start offset, or the topic or partition deleted):
 // true (the default) fails with a *DataLossError; false skips the gap,
 // logs it and counts it in Stats.
-func FailOnDataLoss(fail bool) Option {
+func WithFailOnDataLoss(fail bool) Option {
 	return func(c *config) { c.failOnDataLoss = fail }
 }
 
-// Logger sets the logger for skipped gaps and dead letters (default: none).
-func Logger(l *slog.Logger) Option {
+// WithLogger sets the logger for skipped gaps, recreated topics and dead
+// letters (default: none, nothing is logged).
+func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
 			c.logger = l
@@ -160,96 +161,101 @@ func Logger(l *slog.Logger) Option {
 	}
 }
 
-// TLS dials the brokers with this TLS configuration.
-func TLS(cfg *tls.Config) Option {
+// WithTLS dials the brokers with this TLS configuration (default: none,
+// plain TCP).
+func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) { c.tls = cfg }
 }
 
-// SASL authenticates with this mechanism (plain, scram, ...).
-func SASL(m sasl.Mechanism) Option {
+// WithSASL authenticates with this mechanism (plain, scram, ...; default:
+// none).
+func WithSASL(m sasl.Mechanism) Option {
 	return func(c *config) { c.sasl = m }
 }
 
-// ClientOpts passes further options to the franz-go client, after ours.
-func ClientOpts(opts ...kgo.Opt) Option {
+// WithClientOpts passes further options to the franz-go client, after ours
+// (default: none).
+func WithClientOpts(opts ...kgo.Opt) Option {
 	return func(c *config) { c.extra = append(c.extra, opts...) }
 }
 
-// ValueRaw emits the value as a binary column "value" (the default).
-func ValueRaw() Option {
+// WithValueRaw emits the value as a binary column "value" (the default).
+func WithValueRaw() Option {
 	return func(c *config) { c.decoder, c.jsonSchema = decodeRaw, nil }
 }
 
-// ValueString emits the value as a utf8 column "value"; a value that is not
-// valid UTF-8 does not decode.
-func ValueString() Option {
+// WithValueString emits the value as a utf8 column "value"; a value that is not
+// valid UTF-8 does not decode. Default: WithValueRaw.
+func WithValueString() Option {
 	return func(c *config) { c.decoder, c.jsonSchema = decodeString, nil }
 }
 
-// ValueJSON decodes each value as a JSON object into the fields of schema,
+// WithValueJSON decodes each value as a JSON object into the fields of schema,
 // which become top-level columns beside the metadata columns. Supported
 // field types: utf8, int64 (a JSON integer, such as cents), int32, float64,
 // boolean, binary (base64 string), timestamp of any unit (an RFC 3339
 // string such as "2026-11-30T10:00:00.123Z"; a fraction finer than the unit
 // does not decode). A missing or null field is null when the field is
 // nullable and does not decode otherwise. Fields of the object that the
-// schema does not name are ignored.
-func ValueJSON(schema *arrow.Schema) Option {
+// schema does not name are ignored. Default: WithValueRaw.
+func WithValueJSON(schema *arrow.Schema) Option {
 	return func(c *config) { c.decoder, c.jsonSchema = decodeJSON, schema }
 }
 
-// DeadLetterTopic sends values that do not decode to this topic, which
+// WithDeadLetterTopic sends values that do not decode to this topic, which
 // must exist, instead of failing the batch: the dead letters of one Read
 // are produced in one Kafka transaction with a progress marker per source
 // partition, so a read_committed reader of the topic sees each dead letter
 // once across crashes and re-runs (see the package documentation). The
 // transaction needs a stable transactional id: run the source under the
 // engine (OpenCheckpoint keeps one in the checkpoint) or set
-// DeadLetterTransactionalID. A TopicPattern never reads the dead-letter
-// topic or its progress topic, and Topics must not name them.
-func DeadLetterTopic(topic string) Option {
+// WithDeadLetterTransactionalID. A WithTopicPattern never reads the dead-letter
+// topic or its progress topic, and WithTopics must not name them. Default:
+// none, a value that does not decode fails the batch.
+func WithDeadLetterTopic(topic string) Option {
 	return func(c *config) { c.deadTopic = topic }
 }
 
-// DeadLetterProgressTopic sets the compacted topic holding the dead-letter
+// WithDeadLetterProgressTopic sets the compacted topic holding the dead-letter
 // progress markers (default: the dead-letter topic's name followed by
 // "-progress"). The source creates it, with cleanup.policy=compact,
 // segment.ms=3600000 and one partition, if it is missing; markers go to
 // its partition 0. Several queries may share it: each marker is
 // keyed by its transactional id.
-func DeadLetterProgressTopic(topic string) Option {
+func WithDeadLetterProgressTopic(topic string) Option {
 	return func(c *config) { c.deadProgress = topic }
 }
 
-// DeadLetterTransactionalID sets the transactional id of the dead-letter
+// WithDeadLetterTransactionalID sets the transactional id of the dead-letter
 // producer (default: the one OpenCheckpoint creates once and keeps in the
 // source's folder of the checkpoint). It must stay the same across
 // restarts of the query, so a new process fences the old one and finds its
 // markers, and must never be shared by two queries or two sources.
-func DeadLetterTransactionalID(id string) Option {
+func WithDeadLetterTransactionalID(id string) Option {
 	return func(c *config) { c.deadTxnID = id }
 }
 
-// DeadLetterTransactionTimeout sets the timeout of the dead-letter
+// WithDeadLetterTransactionTimeout sets the timeout of the dead-letter
 // transaction (default 60s): how long the broker keeps a transaction of a
 // process that died open before aborting it, holding back read_committed
 // readers of the dead-letter topic. A restart with the same transactional
 // id aborts it at once. It must not exceed the brokers'
 // transaction.max.timeout.ms; the source checks that before its first
 // transaction.
-func DeadLetterTransactionTimeout(d time.Duration) Option {
+func WithDeadLetterTransactionTimeout(d time.Duration) Option {
 	return func(c *config) { c.deadTimeout = d }
 }
 
-// DeadLetterDir writes values that do not decode to JSON-lines files in dir
-// instead of failing the batch (see the package documentation).
-func DeadLetterDir(dir string) Option {
+// WithDeadLetterDir writes values that do not decode to JSON-lines files in dir
+// instead of failing the batch (see the package documentation). Default:
+// none, a value that does not decode fails the batch.
+func WithDeadLetterDir(dir string) Option {
 	return func(c *config) { c.deadDir = dir }
 }
 
-// Allocator sets the Arrow allocator of emitted records (default
+// WithAllocator sets the Arrow allocator of emitted records (default
 // memory.DefaultAllocator).
-func Allocator(mem memory.Allocator) Option {
+func WithAllocator(mem memory.Allocator) Option {
 	return func(c *config) {
 		if mem != nil {
 			c.mem = mem
@@ -257,13 +263,13 @@ func Allocator(mem memory.Allocator) Option {
 	}
 }
 
-// RowsPerRecord caps the rows of one emitted Arrow record (default 8192).
-func RowsPerRecord(n int) Option {
+// WithRowsPerRecord caps the rows of one emitted Arrow record (default 8192).
+func WithRowsPerRecord(n int) Option {
 	return func(c *config) { c.rowsPerRecord = n }
 }
 
 // progressTopic is the dead-letter progress topic (see
-// DeadLetterProgressTopic).
+// WithDeadLetterProgressTopic).
 func (c *config) progressTopic() string {
 	if c.deadProgress != "" {
 		return c.deadProgress
@@ -280,7 +286,7 @@ func (c *config) validate() error {
 		problems = append(problems, fmt.Sprintf("topic pattern: %v", c.patternErr))
 	}
 	if (len(c.topics) == 0) == (c.pattern == nil && c.patternErr == nil) {
-		problems = append(problems, "exactly one of Topics and TopicPattern is required")
+		problems = append(problems, "exactly one of WithTopics and WithTopicPattern is required")
 	}
 	for _, t := range c.topics {
 		if t == "" {
@@ -288,16 +294,16 @@ func (c *config) validate() error {
 		}
 	}
 	if c.maxPerTrigger < 0 {
-		problems = append(problems, fmt.Sprintf("MaxOffsetsPerTrigger %d is negative", c.maxPerTrigger))
+		problems = append(problems, fmt.Sprintf("WithMaxOffsetsPerTrigger %d is negative", c.maxPerTrigger))
 	}
 	if c.rowsPerRecord <= 0 {
-		problems = append(problems, fmt.Sprintf("RowsPerRecord %d must be positive", c.rowsPerRecord))
+		problems = append(problems, fmt.Sprintf("WithRowsPerRecord %d must be positive", c.rowsPerRecord))
 	}
 	if c.deadTopic != "" && c.deadDir != "" {
-		problems = append(problems, "at most one of DeadLetterTopic and DeadLetterDir")
+		problems = append(problems, "at most one of WithDeadLetterTopic and WithDeadLetterDir")
 	}
 	if c.deadTopic == "" && (c.deadProgress != "" || c.deadTxnID != "") {
-		problems = append(problems, "DeadLetterProgressTopic and DeadLetterTransactionalID need DeadLetterTopic")
+		problems = append(problems, "WithDeadLetterProgressTopic and WithDeadLetterTransactionalID need WithDeadLetterTopic")
 	}
 	if c.deadTopic != "" && c.deadTopic == c.progressTopic() {
 		problems = append(problems, "the dead-letter progress topic must differ from the dead-letter topic")
@@ -308,7 +314,7 @@ func (c *config) validate() error {
 		}
 	}
 	if c.deadTimeout <= 0 {
-		problems = append(problems, fmt.Sprintf("DeadLetterTransactionTimeout %s must be positive", c.deadTimeout))
+		problems = append(problems, fmt.Sprintf("WithDeadLetterTransactionTimeout %s must be positive", c.deadTimeout))
 	}
 	if c.start.kind == startSpecific {
 		if _, err := parseOffsets(c.start.specific, true); err != nil {
@@ -317,14 +323,14 @@ func (c *config) validate() error {
 	}
 	if c.decoder == decodeJSON {
 		if c.jsonSchema == nil {
-			problems = append(problems, "ValueJSON needs a schema")
+			problems = append(problems, "WithValueJSON needs a schema")
 		} else {
 			for _, f := range c.jsonSchema.Fields() {
 				if !jsonTypeSupported(f.Type) {
-					problems = append(problems, fmt.Sprintf("ValueJSON field %q: type %s not supported", f.Name, f.Type))
+					problems = append(problems, fmt.Sprintf("WithValueJSON field %q: type %s not supported", f.Name, f.Type))
 				}
 				if isMetaColumn(f.Name) {
-					problems = append(problems, fmt.Sprintf("ValueJSON field %q collides with a metadata column", f.Name))
+					problems = append(problems, fmt.Sprintf("WithValueJSON field %q collides with a metadata column", f.Name))
 				}
 			}
 		}

@@ -1,7 +1,9 @@
 package kafka
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +61,85 @@ func TestOffsetsEncoding(t *testing.T) {
 		if _, err := ParseOffsets([]byte(bad)); err == nil {
 			t.Errorf("ParseOffsets(%s) succeeded", bad)
 		}
+	}
+}
+
+func TestPositionEncoding(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef"
+	p := Position{
+		Offsets:  Offsets{"b": {10: 1, 2: 3}, "a": {0: 42}, "empty": {}},
+		TopicIDs: map[string]string{"a": id},
+		From:     Offsets{"b": {10: 0}},
+	}
+	want := `{"v":2,"topics":{"a":{"id":"` + id + `","partitions":{"0":42}},"b":{"partitions":{"2":3,"10":1},"from":{"10":0}}}}`
+	if got := string(p.encode()); got != want {
+		t.Fatalf("encode = %s, want %s", got, want)
+	}
+	back, err := ParsePosition([]byte(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Version != 2 || string(back.encode()) != want {
+		t.Fatalf("round trip = version %d %s", back.Version, back.encode())
+	}
+
+	for _, tc := range []struct {
+		name, raw string
+		want      string // the version-2 encoding, or "" for an error
+		err       string
+	}{
+		{"version 1", `{"a":{"0":42}}`, `{"v":2,"topics":{"a":{"partitions":{"0":42}}}}`, ""},
+		{"version 1, a topic named v", `{"v":{"0":1}}`, `{"v":2,"topics":{"v":{"partitions":{"0":1}}}}`, ""},
+		{"version 1, empty", `{}`, `{"v":2,"topics":{}}`, ""},
+		{"newer version", `{"v":3,"topics":{}}`, "", "position version 3"},
+		{"bad id", `{"v":2,"topics":{"a":{"id":"xyz","partitions":{"0":1}}}}`, "", `id "xyz" is not 32 hex digits`},
+		{"from above the offset", `{"v":2,"topics":{"a":{"partitions":{"0":1},"from":{"0":2}}}}`, "", "from 2 without a partition offset at or above it"},
+		{"from without the partition", `{"v":2,"topics":{"a":{"partitions":{"0":1},"from":{"1":0}}}}`, "", "partition 1: from 0"},
+		{"unknown field", `{"v":2,"topics":{"a":{"partitions":{"0":1},"x":1}}}`, "", "unknown field"},
+		{"negative offset", `{"v":2,"topics":{"a":{"partitions":{"0":-1}}}}`, "", "offset -1"},
+		{"not an object", `[]`, "", "bad offsets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePosition([]byte(tc.raw))
+			if tc.want == "" {
+				if !errors.Is(err, ErrBadOffsets) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParsePosition(%s) = %v, want an error naming %q", tc.raw, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(p.encode()); got != tc.want {
+				t.Fatalf("encode = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPositionFirst: where a batch begins reading a partition of its end.
+func TestPositionFirst(t *testing.T) {
+	const x, y = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	tp := topicPartition{"a", 0}
+	for _, tc := range []struct {
+		name       string
+		start, end Position
+		want       int64
+	}{
+		{"in start", Position{Offsets: Offsets{"a": {0: 5}}, TopicIDs: map[string]string{"a": x}},
+			Position{Offsets: Offsets{"a": {0: 9}}, TopicIDs: map[string]string{"a": x}}, 5},
+		{"version-1 start", Position{Offsets: Offsets{"a": {0: 5}}},
+			Position{Offsets: Offsets{"a": {0: 9}}, TopicIDs: map[string]string{"a": x}}, 5},
+		{"new, with from", Position{Offsets: Offsets{}},
+			Position{Offsets: Offsets{"a": {0: 9}}, From: Offsets{"a": {0: 4}}}, 4},
+		{"new, version-1 end", Position{Offsets: Offsets{}}, Position{Offsets: Offsets{"a": {0: 9}}}, 0},
+		{"created again", Position{Offsets: Offsets{"a": {0: 5}}, TopicIDs: map[string]string{"a": x}},
+			Position{Offsets: Offsets{"a": {0: 9}}, TopicIDs: map[string]string{"a": y}, From: Offsets{"a": {0: 2}}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.end.first(tc.start, tp); got != tc.want {
+				t.Fatalf("first = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,22 +22,26 @@ const (
 )
 
 // Read emits the records of [start, end): partitions in topic, partition
-// order, records in offset order. A partition absent from start is read
-// from offset 0. The range is read with direct fetch requests to each
-// partition's leader, so the end is reached by offsets, not by counting
-// records: transaction markers and aborted records inside the range are
-// skipped by offset, and Read returns once the fetch position reaches end.
+// order, records in offset order. A partition that start does not hold
+// (absent, or recorded under another topic id) is read from end's "from"
+// entry for it, or from offset 0 when it has none (a version-1 end). A
+// topic whose id now differs from the one end records was deleted and
+// created after planning: its ranges are data loss. The range is read
+// with direct fetch requests to each partition's leader, so the end is
+// reached by offsets, not by counting records: transaction markers and
+// aborted records inside the range are skipped by offset, and Read returns
+// once the fetch position reaches end.
 //
-// With DeadLetterTopic, the dead letters of all the ranges are produced in
+// With WithDeadLetterTopic, the dead letters of all the ranges are produced in
 // one transaction after the last record is emitted and before Read returns
 // (see the package documentation); an error then fails the Read, and the
 // engine runs the batch again.
 func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
-	st, err := ParseOffsets(start)
+	st, err := ParsePosition(start)
 	if err != nil {
 		return fmt.Errorf("kafka: read: start: %w", err)
 	}
-	en, err := ParseOffsets(end)
+	en, err := ParsePosition(end)
 	if err != nil {
 		return fmt.Errorf("kafka: read: end: %w", err)
 	}
@@ -47,21 +52,18 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 	defer w.release()
 	var meta *leaders
 	var deadRanges []deadRange
-	for _, tp := range en.list() {
-		from, ok := st.get(tp.topic, tp.partition)
-		if !ok {
-			from = 0
-		}
-		to := en[tp.topic][tp.partition]
+	for _, tp := range en.Offsets.list() {
+		from := en.first(st, tp)
+		to := en.Offsets[tp.topic][tp.partition]
 		if to <= from {
 			continue
 		}
 		if meta == nil {
-			if meta, err = s.loadLeaders(ctx, en.topics()); err != nil {
+			if meta, err = s.loadLeaders(ctx, en.Offsets.topics()); err != nil {
 				return fmt.Errorf("kafka: read: %w", err)
 			}
 		}
-		dead, err := s.readRange(ctx, meta, tp, from, to, w, emit)
+		dead, err := s.readRange(ctx, meta, tp, en.TopicIDs[tp.topic], from, to, w, emit)
 		if err != nil {
 			return fmt.Errorf("kafka: read %s [%d, %d): %w", tp, from, to, err)
 		}
@@ -162,7 +164,8 @@ func (s *Source) fetch(ctx context.Context, leader int32, id [16]byte, tp topicP
 
 // readRange reads [from, to) of one partition into w and returns the
 // records whose value does not decode when a dead-letter output is set.
-func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition, from, to int64, w *rowWriter, emit func(arrow.RecordBatch) error) ([]deadLetter, error) {
+// planned is the topic id the range was planned in (hex, "" if unknown).
+func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition, planned string, from, to int64, w *rowWriter, emit func(arrow.RecordBatch) error) ([]deadLetter, error) {
 	var (
 		off           = from
 		retries, idle int
@@ -206,6 +209,16 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 				continue
 			}
 			if err := dataLossMissing(); err != nil {
+				return nil, err
+			}
+			off = to
+			break
+		}
+		if now := hex.EncodeToString(id[:]); planned != "" && id != ([16]byte{}) && now != planned {
+			if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: off, Available: -1,
+				RecordedTopicID: planned, TopicID: now,
+				Reason: "the batch's range was planned in the deleted topic; WithFailOnDataLoss(false) skips it and the next batch reads the new topic from its earliest offset"},
+				to-off); err != nil {
 				return nil, err
 			}
 			off = to

@@ -2,9 +2,11 @@ package kafka
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/contract"
 )
@@ -38,15 +41,16 @@ type Source struct {
 
 	mu struct {
 		sync.Mutex
-		availNow    Offsets // set by PrepareAvailableNow
+		availNow    *Position // set by PrepareAvailableNow
 		parts       map[topicPartition]PartitionStats
 		gaps        int64
 		skipped     int64
+		recreated   int64
 		dead        int64
 		deadSkipped int64
 	}
 
-	// dl is the transactional dead-letter producer (DeadLetterTopic);
+	// dl is the transactional dead-letter producer (WithDeadLetterTopic);
 	// held for a whole dead-letter transaction.
 	dl struct {
 		sync.Mutex
@@ -76,14 +80,18 @@ type PartitionStats struct {
 // Stats is a snapshot of the source's progress and counters.
 type Stats struct {
 	Partitions []PartitionStats // in topic, partition order
-	// DataLossGaps counts gaps skipped under FailOnDataLoss(false).
+	// DataLossGaps counts gaps skipped under WithFailOnDataLoss(false).
 	DataLossGaps int64
 	// SkippedOffsets counts offsets inside those gaps, where known.
 	SkippedOffsets int64
+	// TopicsRecreated counts topics found deleted and created again (their
+	// id differs from the recorded one) and read again from their earliest
+	// offset under WithFailOnDataLoss(false).
+	TopicsRecreated int64
 	// DeadLetters counts values sent to the dead-letter output.
 	DeadLetters int64
 	// DeadLettersSkipped counts dead letters not produced again because
-	// an earlier run of their batch had committed them (DeadLetterTopic).
+	// an earlier run of their batch had committed them (WithDeadLetterTopic).
 	DeadLettersSkipped int64
 }
 
@@ -113,9 +121,9 @@ func New(opts ...Option) (*Source, error) {
 	return s, nil
 }
 
-// clientOpts are the client options of both clients: brokers, TLS, SASL,
+// clientOpts are the client options of both clients: brokers, WithTLS, WithSASL,
 // extra (the dead-letter producer's transactional options), then the
-// user's ClientOpts.
+// user's WithClientOpts.
 func (c *config) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.brokers...),
@@ -241,15 +249,84 @@ func (s *Source) earliest(ctx context.Context, topics []string) (Offsets, error)
 	return listed(s.adm.ListStartOffsets(ctx, topics...))
 }
 
+// topicIDs returns the current id, in hex, of each of topics that exists;
+// a topic that does not, or brokers without topic ids, give none.
+func (s *Source) topicIDs(ctx context.Context, topics []string) (map[string]string, error) {
+	ids := map[string]string{}
+	if len(topics) == 0 {
+		return ids, nil // kadm describes every topic when given none
+	}
+	// A request of our own, not kadm's Metadata: that answers from the
+	// client's cache, and listIDs needs two fresh looks.
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	for _, rt := range resp.Topics {
+		if rt.Topic != nil && rt.TopicID != ([16]byte{}) {
+			ids[*rt.Topic] = hex.EncodeToString(rt.TopicID[:])
+		}
+	}
+	return ids, nil
+}
+
+// listIDs runs list between two lookups of the topics' ids and returns
+// them. Offsets are listed by topic name, so only equal ids before and
+// after show that what list saw belongs to those ids (a deleted topic's id
+// never comes back); when they differ, a topic was deleted or created
+// meanwhile and list runs again. list gets the ids looked up before it.
+func (s *Source) listIDs(ctx context.Context, topics []string, list func(ids map[string]string) error) (map[string]string, error) {
+	for try := 1; ; try++ {
+		before, err := s.topicIDs(ctx, topics)
+		if err != nil {
+			return nil, err
+		}
+		if err := list(before); err != nil {
+			return nil, err
+		}
+		after, err := s.topicIDs(ctx, topics)
+		if err != nil {
+			return nil, err
+		}
+		if maps.Equal(before, after) {
+			return after, nil
+		}
+		if try == 3 {
+			return nil, fmt.Errorf("topic ids changed during each of %d listings (topics being deleted and created): before %v, after %v", try, before, after)
+		}
+	}
+}
+
 // InitialOffset resolves the starting position against the cluster.
 func (s *Source) InitialOffset(ctx context.Context) (json.RawMessage, error) {
 	topics, err := s.resolveTopics(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: initial offset: %w", err)
 	}
-	first, err := s.earliest(ctx, topics)
+	var first, last, at Offsets
+	ids, err := s.listIDs(ctx, topics, func(map[string]string) error {
+		var err error
+		if first, err = s.earliest(ctx, topics); err != nil {
+			return fmt.Errorf("list start offsets: %w", err)
+		}
+		if last, err = s.latest(ctx, topics); err != nil {
+			return fmt.Errorf("list end offsets: %w", err)
+		}
+		if s.c.start.kind == startTimestamp {
+			if at, err = listed(s.adm.ListOffsetsAfterMilli(ctx, s.c.start.at.UnixMilli(), topics...)); err != nil {
+				return fmt.Errorf("list offsets at %s: %w", s.c.start.at.UTC().Format("2006-01-02T15:04:05.000Z07:00"), err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("kafka: initial offset: list start offsets: %w", err)
+		return nil, fmt.Errorf("kafka: initial offset: %w", err)
 	}
 	if s.c.pattern == nil {
 		for _, t := range topics {
@@ -258,10 +335,6 @@ func (s *Source) InitialOffset(ctx context.Context) (json.RawMessage, error) {
 			}
 		}
 	}
-	last, err := s.latest(ctx, topics)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: initial offset: list end offsets: %w", err)
-	}
 	out := Offsets{}
 	switch s.c.start.kind {
 	case startEarliest:
@@ -269,10 +342,6 @@ func (s *Source) InitialOffset(ctx context.Context) (json.RawMessage, error) {
 	case startLatest:
 		out = last
 	case startTimestamp:
-		at, err := listed(s.adm.ListOffsetsAfterMilli(ctx, s.c.start.at.UnixMilli(), topics...))
-		if err != nil {
-			return nil, fmt.Errorf("kafka: initial offset: list offsets at %s: %w", s.c.start.at.UTC().Format("2006-01-02T15:04:05.000Z07:00"), err)
-		}
 		for _, tp := range last.list() {
 			end := last[tp.topic][tp.partition]
 			off, ok := at.get(tp.topic, tp.partition)
@@ -304,7 +373,7 @@ func (s *Source) InitialOffset(ctx context.Context) (json.RawMessage, error) {
 			out.set(tp.topic, tp.partition, off)
 		}
 	}
-	return out.encode(), nil
+	return Position{Offsets: out, TopicIDs: ids}.encode(), nil
 }
 
 // PrepareAvailableNow fixes the end of the AvailableNow run: later
@@ -314,21 +383,30 @@ func (s *Source) PrepareAvailableNow(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: prepare available now: %w", err)
 	}
-	last, err := s.latest(ctx, topics)
+	var last Offsets
+	ids, err := s.listIDs(ctx, topics, func(map[string]string) error {
+		var err error
+		last, err = s.latest(ctx, topics)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("kafka: prepare available now: %w", err)
 	}
 	s.mu.Lock()
-	s.mu.availNow = last
+	s.mu.availNow = &Position{Offsets: last, TopicIDs: ids}
 	s.mu.Unlock()
 	return nil
 }
 
 // LatestOffset plans the end of the batch that starts at start. Partitions
 // of start keep their position when nothing is new; partitions and topics
-// new since start that hold records are added, read from offset 0.
+// new since start that hold records are added, starting at their log start
+// offset, which the end records as their "from" (see Position), so every
+// run of the batch reads the same range. A topic of start whose id changed
+// (deleted and created again) is data loss; under WithFailOnDataLoss(false)
+// it is read again from its earliest offset.
 func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error) {
-	st, err := ParseOffsets(start)
+	st, err := ParsePosition(start)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: latest offset: start: %w", err)
 	}
@@ -336,26 +414,66 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 	if err != nil {
 		return nil, fmt.Errorf("kafka: latest offset: %w", err)
 	}
-	last, err := s.latest(ctx, topics)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: latest offset: %w", err)
+	// A topic of start that a pattern's listing lacks is listed too, so a
+	// deleted topic is found as such.
+	seen := map[string]bool{}
+	for _, t := range topics {
+		seen[t] = true
 	}
-	if last, err = s.confirmMissing(ctx, st, topics, last); err != nil {
+	for _, t := range st.Offsets.topics() {
+		if !seen[t] && s.subscribed(t) {
+			topics = append(topics, t)
+		}
+	}
+	sort.Strings(topics)
+	var last, first Offsets
+	ids, err := s.listIDs(ctx, topics, func(ids map[string]string) error {
+		var err error
+		if last, err = s.latest(ctx, topics); err != nil {
+			return err
+		}
+		if last, err = s.confirmMissing(ctx, st, topics, last); err != nil {
+			return err
+		}
+		first = Offsets{}
+		for _, tp := range last.list() {
+			if !inStart(st, ids, tp) {
+				first, err = s.earliest(ctx, topics)
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("kafka: latest offset: %w", err)
 	}
 	s.mu.Lock()
 	avail := s.mu.availNow
 	s.mu.Unlock()
 
-	end := Offsets{}
-	var cands []topicPartition
-	var froms, caps, lags []int64
+	end := Position{Offsets: Offsets{}, TopicIDs: map[string]string{}, From: Offsets{}}
+	for _, t := range st.Offsets.topics() {
+		if rec, now := st.TopicIDs[t], ids[t]; s.subscribed(t) && !sameTopic(rec, now) {
+			if err := s.topicRecreated(t, rec, now, st.Offsets[t]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	type cand struct {
+		tp          topicPartition
+		from, avail int64
+		fresh       bool // not in start: added only once it has records, with its from
+	}
+	var cands []cand
 	// Partitions of start.
-	for _, tp := range st.list() {
-		from := st[tp.topic][tp.partition]
+	for _, tp := range st.Offsets.list() {
+		from := st.Offsets[tp.topic][tp.partition]
 		if !s.subscribed(tp.topic) {
 			s.c.logger.Info("kafka: topic no longer subscribed; dropping it from the offsets", "topic", tp.topic, "partition", tp.partition)
 			continue
+		}
+		if !sameTopic(st.TopicIDs[tp.topic], ids[tp.topic]) {
+			continue // created again: its partitions are read as new ones
 		}
 		l, ok := last.get(tp.topic, tp.partition)
 		if !ok {
@@ -367,78 +485,104 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 		}
 		if l < from {
 			if err := s.dataLoss(&DataLossError{Topic: tp.topic, Partition: tp.partition, Expected: from, Available: l,
-				Reason: "the partition now ends below the recorded offset (recreated or truncated); continuing from its end"}, 0); err != nil {
+				Reason: "the partition now ends below the recorded offset (truncated); continuing from its end"}, 0); err != nil {
 				return nil, err
 			}
-			end.set(tp.topic, tp.partition, l)
+			end.Offsets.set(tp.topic, tp.partition, l)
 			s.setStats(tp, from, l, l)
 			continue
 		}
-		end.set(tp.topic, tp.partition, from)
-		cands = append(cands, tp)
-		froms = append(froms, from)
-		caps = append(caps, l)
+		end.Offsets.set(tp.topic, tp.partition, from)
+		cands = append(cands, cand{tp: tp, from: from, avail: l})
 	}
-	// Partitions new since start.
+	// Partitions new since start, or of a topic created again.
 	for _, tp := range last.list() {
-		if _, ok := st.get(tp.topic, tp.partition); ok {
+		if inStart(st, ids, tp) {
 			continue
 		}
-		cands = append(cands, tp)
-		froms = append(froms, 0)
-		caps = append(caps, last[tp.topic][tp.partition])
+		lo, ok := first.get(tp.topic, tp.partition)
+		if !ok {
+			continue // its start was not listed: the next planning adds it
+		}
+		cands = append(cands, cand{tp: tp, from: lo, avail: last[tp.topic][tp.partition], fresh: true})
 	}
-	order := make([]int, len(cands))
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool {
-		x, y := cands[order[a]], cands[order[b]]
+	sort.Slice(cands, func(a, b int) bool {
+		x, y := cands[a].tp, cands[b].tp
 		if x.topic != y.topic {
 			return x.topic < y.topic
 		}
 		return x.partition < y.partition
 	})
-	for _, i := range order {
-		l := caps[i]
+	lags := make([]int64, len(cands))
+	for i, c := range cands {
+		l := c.avail
 		if avail != nil {
-			a, ok := avail.get(cands[i].topic, cands[i].partition)
-			if !ok {
-				a = froms[i]
+			a, ok := avail.Offsets.get(c.tp.topic, c.tp.partition)
+			if !ok || !sameTopic(avail.TopicIDs[c.tp.topic], ids[c.tp.topic]) {
+				a = c.from // not available when PrepareAvailableNow looked
 			}
-			l = min(l, max(a, froms[i]))
+			l = min(l, max(a, c.from))
 		}
-		lags = append(lags, l-froms[i])
+		lags[i] = l - c.from
 	}
 	take := spread(s.c.maxPerTrigger, lags)
-	for k, i := range order {
-		tp := cands[i]
-		e := froms[i] + take[k]
-		if _, inStart := st.get(tp.topic, tp.partition); inStart || e > froms[i] {
-			end.set(tp.topic, tp.partition, e)
+	for i, c := range cands {
+		e := c.from + take[i]
+		switch {
+		case !c.fresh:
+			end.Offsets.set(c.tp.topic, c.tp.partition, e)
+		case e > c.from:
+			end.Offsets.set(c.tp.topic, c.tp.partition, e)
+			end.From.set(c.tp.topic, c.tp.partition, c.from)
 		}
-		s.setStats(tp, froms[i], e, caps[i])
+		s.setStats(c.tp, c.from, e, c.avail)
+	}
+	for _, t := range end.Offsets.topics() {
+		if id := ids[t]; id != "" {
+			end.TopicIDs[t] = id
+		} else if id := st.TopicIDs[t]; id != "" {
+			end.TopicIDs[t] = id // brokers that stopped reporting ids: keep the recorded one
+		}
+	}
+	if end.equalTo(st) {
+		return start, nil // nothing new: start itself, whatever its version
 	}
 	return end.encode(), nil
 }
 
+// inStart reports whether start holds tp under the topic's current id.
+func inStart(st Position, ids map[string]string, tp topicPartition) bool {
+	_, ok := st.Offsets.get(tp.topic, tp.partition)
+	return ok && sameTopic(st.TopicIDs[tp.topic], ids[tp.topic])
+}
+
+// topicRecreated fails with a *DataLossError naming both ids under
+// WithFailOnDataLoss, or logs and counts the topic, whose partitions are
+// then planned as new ones (from their log start offset).
+func (s *Source) topicRecreated(topic, recorded, now string, offs map[int32]int64) error {
+	recordedOffs := Offsets{topic: offs}
+	e := &DataLossError{Topic: topic, Partition: -1, Expected: -1, Available: -1, RecordedTopicID: recorded, TopicID: now,
+		Reason: fmt.Sprintf("the recorded offsets %s belong to the deleted topic; WithFailOnDataLoss(false) reads the new topic from its earliest offset",
+			recordedOffs.encode())}
+	if s.c.failOnDataLoss {
+		return e
+	}
+	s.c.logger.Warn("kafka: topic deleted and created again; reading it again from its earliest offset",
+		"topic", topic, "recordedTopicId", recorded, "topicId", now, "recordedOffsets", string(recordedOffs.encode()))
+	s.mu.Lock()
+	s.mu.recreated++
+	s.mu.Unlock()
+	return nil
+}
+
 // confirmMissing asks again, a few times, for partitions of start that
 // the listing lacks, so a metadata hiccup is never taken for a deleted
-// partition (which FailOnDataLoss(false) would drop, and later re-read from
-// offset 0).
-func (s *Source) confirmMissing(ctx context.Context, st Offsets, topics []string, last Offsets) (Offsets, error) {
-	seen := map[string]bool{}
-	for _, t := range topics {
-		seen[t] = true
-	}
-	for _, t := range st.topics() { // a topic of start missing from a pattern's listing
-		if !seen[t] && s.subscribed(t) {
-			topics = append(topics, t)
-		}
-	}
+// partition (which WithFailOnDataLoss(false) would drop, and later re-read
+// from its log start).
+func (s *Source) confirmMissing(ctx context.Context, st Position, topics []string, last Offsets) (Offsets, error) {
 	for try := 0; try < 3; try++ {
 		missing := false
-		for _, tp := range st.list() {
+		for _, tp := range st.Offsets.list() {
 			if _, ok := last.get(tp.topic, tp.partition); !ok && s.subscribed(tp.topic) {
 				missing = true
 				break
@@ -459,13 +603,16 @@ func (s *Source) confirmMissing(ctx context.Context, st Offsets, topics []string
 	return last, nil
 }
 
-// dataLoss fails with e under FailOnDataLoss, or logs and counts it.
+// dataLoss fails with e under WithFailOnDataLoss, or logs and counts it.
 func (s *Source) dataLoss(e *DataLossError, skipped int64) error {
 	if s.c.failOnDataLoss {
 		return e
 	}
-	s.c.logger.Warn("kafka: skipping lost data", "topic", e.Topic, "partition", e.Partition,
-		"expected", e.Expected, "available", e.Available, "reason", e.Reason)
+	attrs := []any{"topic", e.Topic, "partition", e.Partition, "expected", e.Expected, "available", e.Available, "reason", e.Reason}
+	if e.RecordedTopicID != "" {
+		attrs = append(attrs, "recordedTopicId", e.RecordedTopicID, "topicId", e.TopicID)
+	}
+	s.c.logger.Warn("kafka: skipping lost data", attrs...)
 	s.mu.Lock()
 	s.mu.gaps++
 	s.mu.skipped += skipped
@@ -484,7 +631,8 @@ func (s *Source) setStats(tp topicPartition, start, end, latest int64) {
 func (s *Source) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{DataLossGaps: s.mu.gaps, SkippedOffsets: s.mu.skipped, DeadLetters: s.mu.dead, DeadLettersSkipped: s.mu.deadSkipped}
+	st := Stats{DataLossGaps: s.mu.gaps, SkippedOffsets: s.mu.skipped, TopicsRecreated: s.mu.recreated,
+		DeadLetters: s.mu.dead, DeadLettersSkipped: s.mu.deadSkipped}
 	for _, p := range s.mu.parts {
 		st.Partitions = append(st.Partitions, p)
 	}

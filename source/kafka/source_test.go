@@ -36,7 +36,7 @@ type row struct {
 
 func newSource(t *testing.T, c *kafkadev.Cluster, mem memory.Allocator, opts ...kafka.Option) *kafka.Source {
 	t.Helper()
-	src, err := kafka.New(append([]kafka.Option{kafka.Brokers(c.Addrs()...), kafka.Allocator(mem)}, opts...)...)
+	src, err := kafka.New(append([]kafka.Option{kafka.WithBrokers(c.Addrs()...), kafka.WithAllocator(mem)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,20 +163,20 @@ func TestReadAcrossTransactionMarkers(t *testing.T) {
 		want []string
 	}{
 		{"read_committed", nil, []string{"p1", "p2", "a1", "p3", "a2"}},
-		{"read_uncommitted", []kafka.Option{kafka.ReadUncommitted()}, []string{"p1", "p2", "a1", "b1", "b2", "p3", "c1", "a2", "c2"}},
+		{"read_uncommitted", []kafka.Option{kafka.WithReadUncommitted()}, []string{"p1", "p2", "a1", "b1", "b2", "p3", "c1", "a2", "c2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			src := newSource(t, c, mem, append(tc.opts, kafka.Topics("payments"))...)
+			src := newSource(t, c, mem, append(tc.opts, kafka.WithTopics("payments"))...)
 			start := must(t)(src.InitialOffset(ctx))
-			if string(start) != `{"payments":{"0":0,"1":0}}` {
+			if offs(t, start) != `{"payments":{"0":0,"1":0}}` {
 				t.Fatalf("initial offset %s", start)
 			}
 			end := must(t)(src.LatestOffset(ctx, start))
 			// Partition 0: p1 p2 a1 [commit] b1 b2 [abort] p3 c1 [abort] = 10;
 			// partition 1: a2 [commit] c2 [abort] = 4.
-			if string(end) != `{"payments":{"0":10,"1":4}}` {
+			if offs(t, end) != `{"payments":{"0":10,"1":4}}` {
 				t.Fatalf("end offset %s", end)
 			}
 			rows, err := readRows(t, src, start, end)
@@ -216,9 +216,9 @@ func TestOpenTransactionHoldsTheEnd(t *testing.T) {
 	produce(t, c, rec("t", 0, "", "after"))
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := newSource(t, c, mem, kafka.Topics("t"))
+	src := newSource(t, c, mem, kafka.WithTopics("t"))
 	end := must(t)(src.LatestOffset(ctx, json.RawMessage(`{"t":{"0":0}}`)))
-	if string(end) != `{"t":{"0":1}}` {
+	if offs(t, end) != `{"t":{"0":1}}` {
 		t.Fatalf("end %s: the last stable offset is 1 while the transaction is open", end)
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -241,10 +241,10 @@ func TestNewPartitionsAndTopicsAtPlanning(t *testing.T) {
 	produce(t, c, rec("ev-a", 0, "", "a0"))
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := newSource(t, c, mem, kafka.TopicPattern(`^ev-`))
+	src := newSource(t, c, mem, kafka.WithTopicPattern(`^ev-`))
 	start := must(t)(src.InitialOffset(ctx))
 	end := must(t)(src.LatestOffset(ctx, start))
-	if string(end) != `{"ev-a":{"0":1}}` {
+	if offs(t, end) != `{"ev-a":{"0":1}}` {
 		t.Fatalf("end %s", end)
 	}
 
@@ -260,8 +260,12 @@ func TestNewPartitionsAndTopicsAtPlanning(t *testing.T) {
 	produce(t, c, rec("ev-a", 0, "", "a1"), rec("ev-a", 2, "", "a2-0"), rec("ev-b", 0, "", "b0"), rec("other", 0, "", "x"))
 	next := must(t)(src.LatestOffset(ctx, end))
 	// Partition 1 of ev-a is new but empty: it joins when it has records.
-	if string(next) != `{"ev-a":{"0":2,"2":1},"ev-b":{"0":1}}` {
+	if offs(t, next) != `{"ev-a":{"0":2,"2":1},"ev-b":{"0":1}}` {
 		t.Fatalf("next %s", next)
+	}
+	// The partitions the start lacks begin at their log start offset.
+	if got := froms(t, next); got != `{"ev-a":{"2":0},"ev-b":{"0":0}}` {
+		t.Fatalf("next %s starts new partitions at %s", next, got)
 	}
 	rows, err := readRows(t, src, end, next)
 	if err != nil {
@@ -300,7 +304,7 @@ func TestDataLoss(t *testing.T) {
 	t.Run("fail", func(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		src := newSource(t, c, mem, kafka.Topics("pay"))
+		src := newSource(t, c, mem, kafka.WithTopics("pay"))
 		_, err := readRows(t, src, start, end)
 		var dl *kafka.DataLossError
 		if !errors.As(err, &dl) || !errors.Is(err, kafka.ErrDataLoss) {
@@ -315,7 +319,7 @@ func TestDataLoss(t *testing.T) {
 	t.Run("skip", func(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.FailOnDataLoss(false))
+		src := newSource(t, c, mem, kafka.WithTopics("pay"), kafka.WithFailOnDataLoss(false))
 		rows, err := readRows(t, src, start, end)
 		if err != nil {
 			t.Fatal(err)
@@ -336,14 +340,14 @@ func TestDataLoss(t *testing.T) {
 		}
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		src := newSource(t, c2, mem, kafka.Topics("gone"))
+		src := newSource(t, c2, mem, kafka.WithTopics("gone"))
 		_, err := src.LatestOffset(ctx, json.RawMessage(`{"gone":{"0":1}}`))
 		if !errors.Is(err, kafka.ErrDataLoss) || !strings.Contains(err.Error(), `topic "gone" partition 0: expected offset 1`) {
 			t.Fatalf("err = %v", err)
 		}
-		src2 := newSource(t, c2, mem, kafka.Topics("gone"), kafka.FailOnDataLoss(false))
+		src2 := newSource(t, c2, mem, kafka.WithTopics("gone"), kafka.WithFailOnDataLoss(false))
 		end, err := src2.LatestOffset(ctx, json.RawMessage(`{"gone":{"0":1}}`))
-		if err != nil || string(end) != `{}` {
+		if err != nil || offs(t, end) != `{}` {
 			t.Fatalf("end %s, err %v", end, err)
 		}
 	})
@@ -361,10 +365,10 @@ func TestMaxOffsetsPerTrigger(t *testing.T) {
 	produce(t, c, recs...)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := newSource(t, c, mem, kafka.Topics("m"), kafka.MaxOffsetsPerTrigger(20))
+	src := newSource(t, c, mem, kafka.WithTopics("m"), kafka.WithMaxOffsetsPerTrigger(20))
 	start := must(t)(src.InitialOffset(ctx))
 	end := must(t)(src.LatestOffset(ctx, start))
-	if string(end) != `{"m":{"0":17,"1":2,"2":1}}` {
+	if offs(t, end) != `{"m":{"0":17,"1":2,"2":1}}` {
 		t.Fatalf("end %s", end)
 	}
 	// Drain: every batch takes at most 20, and all 111 records arrive once.
@@ -416,9 +420,9 @@ func TestStartingOffsets(t *testing.T) {
 		{"timestamp after all", kafka.AtTimestamp(base.Add(time.Hour)), `{"s":{"0":2,"1":2}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := newSource(t, c, memory.DefaultAllocator, kafka.Topics("s"), kafka.StartingOffsets(tc.pos))
+			src := newSource(t, c, memory.DefaultAllocator, kafka.WithTopics("s"), kafka.WithStartingOffsets(tc.pos))
 			got := must(t)(src.InitialOffset(ctx))
-			if string(got) != tc.want {
+			if offs(t, got) != tc.want {
 				t.Fatalf("initial %s, want %s", got, tc.want)
 			}
 		})
@@ -446,7 +450,7 @@ func TestJSONValues(t *testing.T) {
 	t.Run("fail", func(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema))
+		src := newSource(t, c, mem, kafka.WithTopics("pay"), kafka.WithValueJSON(paymentSchema))
 		_, err := readRows(t, src, start, end)
 		var de *kafka.DecodeError
 		if !errors.As(err, &de) || de.Topic != "pay" || de.Partition != 0 || de.Offset != 1 || de.Field != "amount_cents" {
@@ -460,7 +464,7 @@ func TestJSONValues(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
 		dir := t.TempDir()
-		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterDir(dir))
+		src := newSource(t, c, mem, kafka.WithTopics("pay"), kafka.WithValueJSON(paymentSchema), kafka.WithDeadLetterDir(dir))
 		for range 2 { // a re-run overwrites the same file
 			rows, err := readRows(t, src, start, end)
 			if err != nil {
@@ -501,8 +505,8 @@ func TestJSONValues(t *testing.T) {
 	t.Run("dead letter topic", func(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		src := newSource(t, c, mem, kafka.Topics("pay"), kafka.ValueJSON(paymentSchema), kafka.DeadLetterTopic("pay-dlq"),
-			kafka.DeadLetterTransactionalID("json-values"))
+		src := newSource(t, c, mem, kafka.WithTopics("pay"), kafka.WithValueJSON(paymentSchema), kafka.WithDeadLetterTopic("pay-dlq"),
+			kafka.WithDeadLetterTransactionalID("json-values"))
 		rows, err := readRows(t, src, start, end)
 		if err != nil {
 			t.Fatal(err)
@@ -533,7 +537,7 @@ func TestHeadersAndSchema(t *testing.T) {
 	produce(t, c, r)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := newSource(t, c, mem, kafka.Topics("h"), kafka.ValueString())
+	src := newSource(t, c, mem, kafka.WithTopics("h"), kafka.WithValueString())
 	rows, err := readRows(t, src, json.RawMessage(`{"h":{"0":0}}`), json.RawMessage(`{"h":{"0":1}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -553,12 +557,12 @@ func TestNewValidates(t *testing.T) {
 		opts []kafka.Option
 		want string
 	}{
-		{"no brokers", []kafka.Option{kafka.Topics("t")}, "no brokers"},
-		{"no topics", []kafka.Option{kafka.Brokers("x:1")}, "exactly one of Topics and TopicPattern"},
-		{"both", []kafka.Option{kafka.Brokers("x:1"), kafka.Topics("t"), kafka.TopicPattern("t")}, "exactly one"},
-		{"bad pattern", []kafka.Option{kafka.Brokers("x:1"), kafka.TopicPattern("(")}, "topic pattern"},
-		{"collision", []kafka.Option{kafka.Brokers("x:1"), kafka.Topics("t"), kafka.ValueJSON(arrow.NewSchema([]arrow.Field{{Name: "offset", Type: arrow.PrimitiveTypes.Int64}}, nil))}, "collides"},
-		{"bad start", []kafka.Option{kafka.Brokers("x:1"), kafka.Topics("t"), kafka.StartingOffsets(kafka.SpecificOffsets(`{"t":{"0":-3}}`))}, "starting offsets"},
+		{"no brokers", []kafka.Option{kafka.WithTopics("t")}, "no brokers"},
+		{"no topics", []kafka.Option{kafka.WithBrokers("x:1")}, "exactly one of WithTopics and WithTopicPattern"},
+		{"both", []kafka.Option{kafka.WithBrokers("x:1"), kafka.WithTopics("t"), kafka.WithTopicPattern("t")}, "exactly one"},
+		{"bad pattern", []kafka.Option{kafka.WithBrokers("x:1"), kafka.WithTopicPattern("(")}, "topic pattern"},
+		{"collision", []kafka.Option{kafka.WithBrokers("x:1"), kafka.WithTopics("t"), kafka.WithValueJSON(arrow.NewSchema([]arrow.Field{{Name: "offset", Type: arrow.PrimitiveTypes.Int64}}, nil))}, "collides"},
+		{"bad start", []kafka.Option{kafka.WithBrokers("x:1"), kafka.WithTopics("t"), kafka.WithStartingOffsets(kafka.SpecificOffsets(`{"t":{"0":-3}}`))}, "starting offsets"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := kafka.New(tc.opts...)

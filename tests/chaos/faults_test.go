@@ -65,7 +65,7 @@ func producePayments(t *testing.T, c *kafkadev.Cluster, rng *rand.Rand, from, n 
 // done and returns Run's error.
 func runInProcess(t *testing.T, cp storage.Store, brokers []string, sinks ...engine.Sink) error {
 	t.Helper()
-	src, err := kafka.New(kafka.Brokers(brokers...), kafka.Topics("payments"), kafka.ValueJSON(paymentSchema), kafka.MaxOffsetsPerTrigger(50))
+	src, err := kafka.New(kafka.WithBrokers(brokers...), kafka.WithTopics("payments"), kafka.WithValueJSON(paymentSchema), kafka.WithMaxOffsetsPerTrigger(50))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,8 @@ func runInProcess(t *testing.T, cp storage.Store, brokers []string, sinks ...eng
 
 func newKafkaSink(t *testing.T, brokers []string) *kafkasink.Sink {
 	t.Helper()
-	s, err := kafkasink.New(kafkasink.Brokers(brokers...), kafkasink.Topic("settlements"), kafkasink.Name("faults"),
-		kafkasink.KeyColumn("merchant_id"), kafkasink.ValueJSON("merchant_id", "batch_id", "amount_cents", "payments", "total_cents"))
+	s, err := kafkasink.New(kafkasink.WithBrokers(brokers...), kafkasink.WithTopic("settlements"), kafkasink.WithName("faults"),
+		kafkasink.WithKeyColumn("merchant_id"), kafkasink.WithValueJSON("merchant_id", "batch_id", "amount_cents", "payments", "total_cents"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,8 +81,8 @@ func run() error {
 		return err
 	}
 	defer cp.Close()
-	src, err := kafka.New(kafka.Brokers(addrs...), kafka.Topics(*payments), kafka.ValueJSON(paymentSchema),
-		kafka.MaxOffsetsPerTrigger(*maxPerTrigger), kafka.Logger(logger))
+	src, err := kafka.New(kafka.WithBrokers(addrs...), kafka.WithTopics(*payments), kafka.WithValueJSON(paymentSchema),
+		kafka.WithMaxOffsetsPerTrigger(*maxPerTrigger), kafka.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -103,13 +103,13 @@ func run() error {
 	}
 	if *settlements != "" {
 		ko := []kafkasink.Option{
-			kafkasink.Brokers(addrs...), kafkasink.Topic(*settlements), kafkasink.Name("chaos-settlements"),
-			kafkasink.KeyColumn("merchant_id"),
-			kafkasink.ValueJSON("merchant_id", "batch_id", "amount_cents", "payments", "total_cents"),
-			kafkasink.Logger(logger),
+			kafkasink.WithBrokers(addrs...), kafkasink.WithTopic(*settlements), kafkasink.WithName("chaos-settlements"),
+			kafkasink.WithKeyColumn("merchant_id"),
+			kafkasink.WithValueJSON("merchant_id", "batch_id", "amount_cents", "payments", "total_cents"),
+			kafkasink.WithLogger(logger),
 		}
 		if *txnTimeout > 0 {
-			ko = append(ko, kafkasink.TransactionTimeout(*txnTimeout))
+			ko = append(ko, kafkasink.WithTransactionTimeout(*txnTimeout))
 		}
 		ks, err := kafkasink.New(ko...)
 		if err != nil {

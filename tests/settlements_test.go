@@ -19,11 +19,11 @@ import (
 	"github.com/onceflow/onceflow/internal/fault/faulttest"
 )
 
-// startBroker runs `onceflow kafka` as its own process, so the broker
+// startBroker runs `onceflow dev kafka` as its own process, so the broker
 // outlives the query processes the test kills.
 func startBroker(t *testing.T, onceflowBin string) string {
 	t.Helper()
-	cmd := exec.Command(onceflowBin, "kafka", "-port", "0", "-topics", "payments:4,settlements:4")
+	cmd := exec.Command(onceflowBin, "dev", "kafka", "-port", "0", "-topics", "payments:4,settlements:4")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -86,10 +86,10 @@ func buildOnceflow(dir string) (string, error) {
 	return build(dir, "github.com/onceflow/onceflow/cmd/onceflow")
 }
 
-// startBroker runs `onceflow kafka` as its own process.
+// startBroker runs `onceflow dev kafka` as its own process.
 func startBroker(t *testing.T, onceflow string, topics string) string {
 	t.Helper()
-	cmd := exec.Command(onceflow, "kafka", "-port", "0", "-topics", topics)
+	cmd := exec.Command(onceflow, "dev", "kafka", "-port", "0", "-topics", topics)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

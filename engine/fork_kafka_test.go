@@ -26,8 +26,8 @@ var kafkaPaySchema = arrow.NewSchema([]arrow.Field{
 // the dead-letter topic dlq.
 func kafkaPaySource(t *testing.T, c *kafkadev.Cluster, dlq string) *kafka.Source {
 	t.Helper()
-	src, err := kafka.New(kafka.Brokers(c.Addrs()...), kafka.Topics("pay"), kafka.ValueJSON(kafkaPaySchema),
-		kafka.DeadLetterTopic(dlq), kafka.MaxOffsetsPerTrigger(2))
+	src, err := kafka.New(kafka.WithBrokers(c.Addrs()...), kafka.WithTopics("pay"), kafka.WithValueJSON(kafkaPaySchema),
+		kafka.WithDeadLetterTopic(dlq), kafka.WithMaxOffsetsPerTrigger(2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,22 +19,6 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// Fault points of the batch protocol, in the order a batch meets them
-// (see package internal/fault).
-const (
-	FaultBeforeWAL      = "engine-before-wal"
-	FaultAfterWAL       = "engine-after-wal"
-	FaultMidRead        = "engine-mid-read"
-	FaultAfterState     = "engine-after-state"
-	FaultAfterSink      = "engine-after-sink"
-	FaultAfterCommit    = "engine-after-commit"
-	FaultDuringPurge    = "engine-during-purge"
-	FaultDuringSnapshot = "engine-during-snapshot"
-)
-
-// FaultPoints lists the engine's fault points in protocol order.
-var FaultPoints = []string{FaultBeforeWAL, FaultAfterWAL, FaultMidRead, FaultAfterState, FaultAfterSink, FaultAfterCommit, FaultDuringPurge, FaultDuringSnapshot}
-
 // Query is a streaming query bound to its checkpoint. Build it with
 // NewQuery, run it with Run. A Query runs at most once at a time.
 type Query struct {
@@ -524,14 +508,14 @@ func (r *run) writeAhead(ctx context.Context, plan *OffsetsEntry) error {
 	if err := r.checkCurrent(ctx, plan.BatchID); err != nil {
 		return err
 	}
-	fault.Point(FaultBeforeWAL)
+	fault.Point(fault.EngineBeforeWAL)
 	if err := r.cp.offsets.Add(ctx, plan.BatchID, *plan); err != nil {
 		if errors.Is(err, offsetlog.ErrConflict) {
 			return fmt.Errorf("%w: offsets/%d was written by another driver (%v)", ErrConcurrentDriver, plan.BatchID, err)
 		}
 		return fmt.Errorf("engine: write offsets/%d: %w", plan.BatchID, err)
 	}
-	fault.Point(FaultAfterWAL)
+	fault.Point(fault.EngineAfterWAL)
 	return nil
 }
 
@@ -563,7 +547,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 			ex.inRows[i] += rec.NumRows()
 			if first {
 				first = false
-				fault.Point(FaultMidRead)
+				fault.Point(fault.EngineMidRead)
 			}
 			return ex.consume(ctx, rec)
 		})
@@ -580,7 +564,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	}
 	durs[PhaseStateCommit] = stateTime.Milliseconds()
 	if ex.agg != nil {
-		fault.Point(FaultAfterState)
+		fault.Point(fault.EngineAfterState)
 	}
 
 	// Sinks: the late rows first, then the output.
@@ -605,7 +589,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 		}
 	}
 	durs[PhaseAddBatch] = time.Since(t).Milliseconds()
-	fault.Point(FaultAfterSink)
+	fault.Point(fault.EngineAfterSink)
 
 	// Commit, with the watermark for the next batch.
 	t = time.Now()
@@ -624,7 +608,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	r.lastPlan = plan
 	r.watermark = nextWM
 	r.eventMax = eventMax
-	fault.Point(FaultAfterCommit)
+	fault.Point(fault.EngineAfterCommit)
 
 	for i, so := range plan.Sources {
 		if c, ok := r.srcs[i].(SourceCommitter); ok {
@@ -682,7 +666,7 @@ func (r *run) purge(ctx context.Context, committed int64) error {
 	if before <= 0 {
 		return nil
 	}
-	fault.Point(FaultDuringPurge)
+	fault.Point(fault.EngineDuringPurge)
 	// Commits before offsets: a commit is never left without its plan.
 	if _, err := r.cp.commits.Purge(ctx, before); err != nil {
 		return fmt.Errorf("engine: purge: %w", err)
@@ -722,7 +706,7 @@ func (r *run) maintain(ctx context.Context, committed int64) {
 				return
 			}
 			if p == 0 {
-				fault.Point(FaultDuringSnapshot)
+				fault.Point(fault.EngineDuringSnapshot)
 			}
 		}
 	}()

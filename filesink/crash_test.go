@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -258,9 +259,10 @@ func TestCrashAtFaultPoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	faulttest.Require(t)
 	faults := []string{
-		FaultBetweenFiles, FaultBeforeLog, FaultAfterLog, FaultCompaction,
-		FaultBetweenFiles + "@5", FaultBeforeLog + "@2", FaultAfterLog + "@3", FaultCompaction + "@2",
+		fault.FileSinkBetweenFiles, fault.FileSinkBeforeLog, fault.FileSinkAfterLog, fault.FileSinkCompaction,
+		fault.FileSinkBetweenFiles + "@5", fault.FileSinkBeforeLog + "@2", fault.FileSinkAfterLog + "@3", fault.FileSinkCompaction + "@2",
 	}
 	for _, sc := range []crashScenario{
 		{name: "rolling", batches: 12, rowsPerBatch: 1500},

@@ -20,14 +20,6 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// Fault points of the batch protocol (see internal/fault).
-const (
-	FaultBetweenFiles = "filesink-between-files"
-	FaultBeforeLog    = "filesink-before-log"
-	FaultAfterLog     = "filesink-after-log"
-	FaultCompaction   = "filesink-compaction"
-)
-
 var (
 	_ contract.Sink            = (*Sink)(nil)
 	_ contract.SinkStarter     = (*Sink)(nil)
@@ -176,7 +168,7 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 	if err != nil {
 		return fmt.Errorf("filesink: batch %d: %w", batchID, err)
 	}
-	fault.Point(FaultBeforeLog)
+	fault.Point(fault.FileSinkBeforeLog)
 	slices.SortFunc(removes, func(a, b Action) int { return strings.Compare(a.Path, b.Path) })
 	slices.SortFunc(adds, func(a, b Action) int { return strings.Compare(a.Path, b.Path) })
 	entry := &Entry{
@@ -195,7 +187,7 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 	if err := st.apply(entry); err != nil {
 		return fmt.Errorf("filesink: batch %d: %w", batchID, err)
 	}
-	fault.Point(FaultAfterLog)
+	fault.Point(fault.FileSinkAfterLog)
 	if s.isCompaction(batchID) {
 		return s.compact(ctx, st)
 	}
@@ -216,7 +208,7 @@ func (s *Sink) compact(ctx context.Context, st *tableState) error {
 		return fmt.Errorf("filesink: write %s: %w", compactName(id), err)
 	}
 	st.compacted = id
-	fault.Point(FaultCompaction)
+	fault.Point(fault.FileSinkCompaction)
 	if err := purgeLog(ctx, s.table, id); err != nil {
 		return fmt.Errorf("filesink: %w", err)
 	}
@@ -303,7 +295,7 @@ func (s *Sink) writeGroup(ctx context.Context, l *layout, batch, now int64, g *g
 		acts = append(acts, a)
 		seq++
 		pending = nil
-		fault.Point(FaultBetweenFiles)
+		fault.Point(fault.FileSinkBetweenFiles)
 		return nil
 	}
 	closeFile := func() error {

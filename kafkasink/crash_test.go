@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 )
 
 const crashBrokersEnv = "KAFKASINK_CRASH_BROKERS"
@@ -42,7 +43,8 @@ func TestCrashHelper(t *testing.T) {
 // AddBatch(0), then re-runs batch 0 in a fresh sink (as the engine does on
 // recovery) and checks that a read_committed consumer sees it once.
 func TestCrashAtFaultPoints(t *testing.T) {
-	for _, point := range []string{FaultAfterProduce, FaultAfterCommit} {
+	faulttest.Require(t)
+	for _, point := range []string{fault.KafkaSinkAfterProduce, fault.KafkaSinkAfterCommit} {
 		t.Run(point, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
@@ -65,7 +67,7 @@ func TestCrashAtFaultPoints(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantSkipped := int64(0)
-			if point == FaultAfterCommit {
+			if point == fault.KafkaSinkAfterCommit {
 				wantSkipped = 1
 			}
 			if s.Skipped() != wantSkipped {

@@ -43,8 +43,9 @@
 //     completed every earlier transaction of the id), and the engine's
 //     checkpoint lock keeps a second driver of one query from running.
 //
-// Fault points: FaultAfterProduce (records and marker in an open
-// transaction) and FaultAfterCommit (committed, AddBatch not returned).
+// Fault points (internal/fault): kafkasink-after-produce (records and
+// marker in an open transaction) and kafkasink-after-commit (committed,
+// AddBatch not returned).
 //
 // # Transaction timeout and recovery
 //

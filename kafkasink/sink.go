@@ -19,16 +19,6 @@ import (
 	"github.com/onceflow/onceflow/internal/fault"
 )
 
-// Fault points (internal/fault) on the batch protocol.
-const (
-	// FaultAfterProduce: the batch's records and marker are produced in
-	// an open transaction, not committed.
-	FaultAfterProduce = "kafkasink-after-produce"
-	// FaultAfterCommit: the transaction is committed; AddBatch has not
-	// returned.
-	FaultAfterCommit = "kafkasink-after-commit"
-)
-
 var (
 	_ contract.Sink              = (*Sink)(nil)
 	_ contract.SinkStarter       = (*Sink)(nil)
@@ -303,7 +293,7 @@ func (s *Sink) AddBatch(ctx context.Context, batchID int64, schema *arrow.Schema
 	}
 	s.mu.last = batchID
 	s.mu.committed++
-	fault.Point(FaultAfterCommit)
+	fault.Point(fault.KafkaSinkAfterCommit)
 	return nil
 }
 
@@ -316,7 +306,7 @@ func (s *Sink) transact(ctx context.Context, recs []*kgo.Record) error {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("produce: %w", err)
 	}
-	fault.Point(FaultAfterProduce)
+	fault.Point(fault.KafkaSinkAfterProduce)
 	if s.beforeCommit != nil {
 		s.beforeCommit()
 	}

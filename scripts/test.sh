@@ -4,6 +4,11 @@
 # loopback; Kafka is kfake, embedded in the tests), runs gofmt, go vet and
 # staticcheck, and then every test with the race detector.
 #
+# Everything is built with -tags onceflow_faults, which compiles in the
+# named fault points the crash tests kill processes at (internal/fault);
+# without it those tests skip. internal/fault is also vetted without the
+# tag, the way production binaries are built.
+#
 #   bash scripts/test.sh                 everything
 #   bash scripts/test.sh ./engine/...    only these packages (services still started)
 #
@@ -38,13 +43,16 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
+tags=onceflow_faults
 echo "== go vet" >&2
-go vet "${pkgs[@]}"
+go vet -tags "$tags" "${pkgs[@]}"
+go vet ./internal/fault/...
 echo "== staticcheck" >&2
-staticcheck "${pkgs[@]}"
+staticcheck -tags "$tags" "${pkgs[@]}"
+staticcheck ./internal/fault/...
 echo "== go test -race" >&2
 # shellcheck disable=SC2086
-go test -race -count=1 -timeout 14m ${ONCEFLOW_TEST_FLAGS:-} "${pkgs[@]}"
+go test -race -count=1 -timeout 14m -tags "$tags" ${ONCEFLOW_TEST_FLAGS:-} "${pkgs[@]}"
 
 if [ $# -eq 0 ]; then
 	# The benchmark module (its own go.mod, with DuckDB): the agreement

@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/internal/fault"
-	"github.com/onceflow/onceflow/source/files"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 )
 
 var (
@@ -26,11 +25,12 @@ var (
 	pointKills  = flag.Int("crash.kills", 2, "SIGKILLs per fault point (at its 2nd, 3rd, … hit in successive runs)")
 )
 
-// buildProg compiles a test program once per test binary run.
+// buildProg compiles a test program once per test binary run, with the
+// fault points compiled in (-tags onceflow_faults).
 func buildProg(t *testing.T, pkg string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-tags", fault.Tag, "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -51,6 +51,9 @@ type crashRun struct {
 // returns whether it was killed (true) or exited cleanly (false).
 func (c crashRun) once(t *testing.T, spec string, killAfter time.Duration) (killed bool, stderr string) {
 	t.Helper()
+	if spec != "" {
+		faulttest.Require(t)
+	}
 	cmd := exec.Command(c.bin, c.args...)
 	var eb bytes.Buffer
 	cmd.Stderr = &eb
@@ -136,6 +139,7 @@ func progArgs(cp, out string, extra ...string) []string {
 // that the sink holds exactly what a run without crashes produced: every
 // batch id once, with the same rows.
 func TestCrashAtEveryFaultPoint(t *testing.T) {
+	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
 	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions"} {
 		t.Run(mode, func(t *testing.T) {
@@ -160,7 +164,7 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 			if mode == "windowed" || mode == "sessions" {
 				checkWindowsOnce(t, want)
 			}
-			for _, point := range engine.FaultPoints {
+			for _, point := range fault.EnginePoints() {
 				t.Run(point, func(t *testing.T) {
 					out := t.TempDir()
 					c := crashRun{bin: bin, args: progArgs(t.TempDir(), out, extra...)}
@@ -182,7 +186,7 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 					}
 					got, repeats := readOut(t, out)
 					compareOut(t, want, got)
-					needsState := point == engine.FaultAfterState || point == engine.FaultDuringSnapshot
+					needsState := point == fault.EngineAfterState || point == fault.EngineDuringSnapshot
 					if kills == 0 && !(mode == "stateless" && needsState) {
 						t.Errorf("the fault point was never reached")
 					}
@@ -222,6 +226,7 @@ func writeLanding(t *testing.T, dir string, rows, per int64) {
 // GroupBy(key).Agg(sum, count), killed at every protocol step; the sink
 // must hold exactly what the counter-source run without crashes produced.
 func TestCrashFilesSource(t *testing.T) {
+	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
 	refOut := t.TempDir()
 	ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut)}
@@ -229,7 +234,7 @@ func TestCrashFilesSource(t *testing.T) {
 		t.Fatal("reference run was killed")
 	}
 	want, _ := readOut(t, refOut)
-	for _, point := range append(append([]string(nil), engine.FaultPoints...), files.FaultAfterLog, files.FaultAfterCompact, files.FaultAfterLogPurge) {
+	for _, point := range append(fault.EnginePoints(), fault.FilesAfterLog, fault.FilesAfterCompact, fault.FilesAfterLogPurge) {
 		t.Run(point, func(t *testing.T) {
 			landing, out := t.TempDir(), t.TempDir()
 			writeLanding(t, landing, 6000, 500)
@@ -238,7 +243,7 @@ func TestCrashFilesSource(t *testing.T) {
 			// The files log compacts every 10th entry: a run of 12 files
 			// reaches the compaction points once, so kill at their first hit.
 			first := 2
-			if point == files.FaultAfterCompact || point == files.FaultAfterLogPurge {
+			if point == fault.FilesAfterCompact || point == fault.FilesAfterLogPurge {
 				first = 1
 			}
 			for k := first; k < first+*pointKills; k++ {

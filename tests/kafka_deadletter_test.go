@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/testenv"
 	"github.com/onceflow/onceflow/source/kafka"
 	"github.com/onceflow/onceflow/storage"
@@ -38,6 +40,7 @@ var dlqSchema = arrow.NewSchema([]arrow.Field{
 // exactly once. The broker (kfake) lives in this process, so it outlives
 // the kills.
 func TestKafkaDeadLetterCrash(t *testing.T) {
+	faulttest.Require(t)
 	c := testenv.Kafka(t, map[string]int32{"payments": 2, "payments-dlq": 2})
 	t.Setenv(dlqBrokersEnv, strings.Join(c.Addrs(), ","))
 	t.Setenv(dlqCheckpointEnv, t.TempDir())
@@ -71,8 +74,8 @@ func TestKafkaDeadLetterCrash(t *testing.T) {
 		sent += n
 	}
 
-	points := []string{kafka.FaultDeadLetterAfterProduce, kafka.FaultDeadLetterAfterCommit,
-		engine.FaultAfterWAL, engine.FaultMidRead, engine.FaultAfterSink}
+	points := []string{fault.KafkaDeadLetterAfterProduce, fault.KafkaDeadLetterAfterCommit,
+		fault.EngineAfterWAL, fault.EngineMidRead, fault.EngineAfterSink}
 	kills := map[string]int{}
 	for round := 0; round < 2; round++ {
 		for _, p := range points {
@@ -91,7 +94,7 @@ func TestKafkaDeadLetterCrash(t *testing.T) {
 		t.Fatalf("final run killed:\n%s", stderr)
 	}
 	t.Logf("kills per fault point: %v", kills)
-	for _, p := range []string{kafka.FaultDeadLetterAfterProduce, kafka.FaultDeadLetterAfterCommit} {
+	for _, p := range []string{fault.KafkaDeadLetterAfterProduce, fault.KafkaDeadLetterAfterCommit} {
 		if kills[p] == 0 {
 			t.Errorf("fault point %s never killed the process", p)
 		}

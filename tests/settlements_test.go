@@ -15,15 +15,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflow/onceflow/engine"
-	"github.com/onceflow/onceflow/kafkasink"
+	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 )
 
-// startBroker runs `onceflow kafka` as its own process, so the broker
+// startBroker runs `onceflow dev kafka` as its own process, so the broker
 // outlives the query processes the test kills.
 func startBroker(t *testing.T, onceflowBin string) string {
 	t.Helper()
-	cmd := exec.Command(onceflowBin, "kafka", "-port", "0", "-topics", "payments:4,settlements:4")
+	cmd := exec.Command(onceflowBin, "dev", "kafka", "-port", "0", "-topics", "payments:4,settlements:4")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +107,7 @@ func produce(t *testing.T, broker string, from, n int, rng *rand.Rand) {
 // checks with a read_committed consumer that every batch's settlements are
 // there exactly once and that the per-merchant sums equal the payments.
 func TestSettlementsCrash(t *testing.T) {
+	faulttest.Require(t)
 	onceflow := buildProg(t, "github.com/onceflow/onceflow/cmd/onceflow")
 	prog := buildProg(t, "github.com/onceflow/onceflow/examples/settlements")
 	broker := startBroker(t, onceflow)
@@ -114,7 +115,7 @@ func TestSettlementsCrash(t *testing.T) {
 	c := crashRun{bin: prog, args: []string{"-brokers", broker, "-checkpoint", cp, "-trigger", "available-now", "-max-offsets-per-trigger", "200"}}
 	rng := rand.New(rand.NewPCG(7, 7))
 	sent := 0
-	points := append(append([]string(nil), engine.FaultPoints...), kafkasink.FaultAfterProduce, kafkasink.FaultAfterCommit)
+	points := append(fault.EnginePoints(), fault.KafkaSinkAfterProduce, fault.KafkaSinkAfterCommit)
 	kills := map[string]int{}
 	for round := 0; round < 2; round++ {
 		for _, point := range points {
@@ -139,7 +140,7 @@ func TestSettlementsCrash(t *testing.T) {
 		t.Fatalf("final run killed:\n%s", stderr)
 	}
 	t.Logf("kills per fault point: %v", kills)
-	for _, p := range []string{engine.FaultAfterWAL, engine.FaultAfterSink, kafkasink.FaultAfterCommit} {
+	for _, p := range []string{fault.EngineAfterWAL, fault.EngineAfterSink, fault.KafkaSinkAfterCommit} {
 		if kills[p] == 0 {
 			t.Errorf("fault point %s never killed the process", p)
 		}

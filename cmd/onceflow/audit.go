@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,54 +15,68 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-const auditUsage = "audit --checkpoint DIR --input kafka://HOST:PORT/TOPIC|files:DIR " +
+const auditArgs = outputArgs + " --checkpoint DIR --input kafka://HOST:PORT/TOPIC|files:DIR " +
 	"--output kafka://HOST:PORT/TOPIC|lake:DIR-or-s3://…|postgres://…?table=T|jsonl:FILE " +
-	"--key COL --value COL [--output-value COL] [--batch-column batch_id] [--source-index 0] [--input-format json|csv|parquet] [--json]"
+	"--key COL --value COL [--output-value COL] [--batch-column batch_id] [--source-index 0] [--input-format json|csv|parquet]"
 
 // auditCommand reconciles one committed output of a query with its input;
 // it fails (exit 1) when they differ.
-func auditCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cpLoc := fs.String("checkpoint", "", "the query's checkpoint directory or s3:// URL")
-	in := fs.String("input", "", "kafka://HOST:PORT[,HOST:PORT…]/TOPIC or files:DIR")
-	out := fs.String("output", "", "kafka://HOST:PORT/TOPIC, lake:DIR (or lake:s3://…), postgres://…?table=T, or jsonl:FILE")
-	key := fs.String("key", "", "grouping column (input and output)")
-	value := fs.String("value", "", "input column summed per key")
-	outValue := fs.String("output-value", "", "output column to compare (default: --value)")
-	batchCol := fs.String("batch-column", "batch_id", "output's batch id column, if it has one")
-	srcIndex := fs.Int("source-index", 0, "the input's position among the query's sources")
-	inFormat := fs.String("input-format", "json", "format of a files: input: json, csv or parquet")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v: %s", errUsage, err, auditUsage)
+func auditCommand() *command {
+	return &command{
+		name: "audit", args: auditArgs,
+		summary: "compare a query's output with per-key sums of its input (exit 1: they differ)",
+		setup: func(fs *flag.FlagSet) action {
+			out := outputFlag(fs, formatTable, formatJSON)
+			cpLoc := fs.String("checkpoint", "", "the query's checkpoint directory or s3:// URL; required")
+			in := fs.String("input", "", "kafka://HOST:PORT[,HOST:PORT…]/TOPIC or files:DIR; required")
+			output := fs.String("output", "", "kafka://HOST:PORT/TOPIC, lake:DIR (or lake:s3://…), postgres://…?table=T, or jsonl:FILE; required")
+			key := fs.String("key", "", "grouping column (input and output); required")
+			value := fs.String("value", "", "input column summed per key; required")
+			outValue := fs.String("output-value", "", "output column to compare (default: --value)")
+			batchCol := fs.String("batch-column", "batch_id", "output's batch id column, if it has one")
+			srcIndex := fs.Int("source-index", 0, "the input's position among the query's sources")
+			inFormat := fs.String("input-format", "json", "format of a files: input: json, csv or parquet")
+			return func(ctx context.Context, _ []string, stdout io.Writer) error {
+				var missing []string
+				for _, f := range []struct {
+					name, v string
+				}{{"--checkpoint", *cpLoc}, {"--input", *in}, {"--output", *output}, {"--key", *key}, {"--value", *value}} {
+					if f.v == "" {
+						missing = append(missing, f.name)
+					}
+				}
+				if len(missing) > 0 {
+					return fmt.Errorf("%w: give %s", errUsage, strings.Join(missing, ", "))
+				}
+				cfg := audit.Config{SourceIndex: *srcIndex, Key: *key, Value: *value, OutputValue: *outValue, BatchColumn: *batchCol}
+				return reconcile(ctx, cfg, *cpLoc, *in, *inFormat, *output, *out, stdout)
+			}
+		},
 	}
-	if *cpLoc == "" || *in == "" || *out == "" || *key == "" || *value == "" || fs.NArg() != 0 {
-		return fmt.Errorf("%w: %s", errUsage, auditUsage)
-	}
-	cp, err := openStore(ctx, *cpLoc)
+}
+
+func reconcile(ctx context.Context, cfg audit.Config, cpLoc, in, inFormat, out string, f format, stdout io.Writer) error {
+	cp, err := openStore(ctx, cpLoc)
 	if err != nil {
 		return err
 	}
 	defer cp.Close()
-	input, err := auditInput(*in, *inFormat)
+	input, err := auditInput(in, inFormat)
 	if err != nil {
 		return err
 	}
-	output, closeOut, err := auditOutput(ctx, *out)
+	output, closeOut, err := auditOutput(ctx, out)
 	if err != nil {
 		return err
 	}
 	defer closeOut()
-	rep, err := audit.Run(ctx, audit.Config{Checkpoint: cp, SourceIndex: *srcIndex, Input: input, Output: output,
-		Key: *key, Value: *value, OutputValue: *outValue, BatchColumn: *batchCol})
+	cfg.Checkpoint, cfg.Input, cfg.Output = cp, input, output
+	rep, err := audit.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+	if f != formatTable {
+		if err := writeJSON(stdout, f, rep); err != nil {
 			return err
 		}
 	} else {
@@ -211,7 +224,7 @@ func printAudit(w io.Writer, r *audit.Report) {
 		rows("differing", r.Differing)
 		tw.Flush()
 		if shown > maxAuditRows {
-			fmt.Fprintf(w, "… and %d more keys (--json lists all)\n", shown-maxAuditRows)
+			fmt.Fprintf(w, "… and %d more keys (-o json lists all)\n", shown-maxAuditRows)
 		}
 		fmt.Fprintln(w)
 		for _, s := range r.Suspects {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,21 +18,9 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// runAudit runs `onceflow audit args…` through run once main.go lists the
-// command; until then it calls auditCommand and maps its error as run does.
+// runAudit runs `onceflow audit args…`.
 func runAudit(ctx context.Context, args ...string) (int, string, string) {
-	if _, ok := commands()["audit"]; ok {
-		return runCLI(ctx, append([]string{"audit"}, args...)...)
-	}
-	var out bytes.Buffer
-	err := auditCommand(ctx, args, &out)
-	switch {
-	case err == nil:
-		return 0, out.String(), ""
-	case errors.Is(err, errUsage):
-		return 2, out.String(), "onceflow audit: " + err.Error() + "\n"
-	}
-	return 1, out.String(), "onceflow audit: " + err.Error() + "\n"
+	return runCLI(ctx, append([]string{"audit"}, args...)...)
 }
 
 // auditFixture lands three JSON-lines files of payments, runs a query that
@@ -95,7 +81,7 @@ func auditFixture(t *testing.T) (landing, cp, table string, sums map[string]int6
 	return landing, cp, table, sums
 }
 
-// auditJSON is the part of `audit --json` the test checks.
+// auditJSON is the part of `audit -o json` the test checks.
 type auditJSON struct {
 	LastCommitted int64 `json:"lastCommitted"`
 	MatchedBatch  int64 `json:"matchedBatch"`
@@ -121,7 +107,7 @@ func TestAudit(t *testing.T) {
 	common := []string{"--checkpoint", cp, "--input", "files:" + landing, "--key", "key", "--value", "amount"}
 
 	t.Run("lake matches", func(t *testing.T) {
-		code, out, errOut := runAudit(ctx, append(common, "--output", "lake:"+table, "--json")...)
+		code, out, errOut := runAudit(ctx, append(common, "--output", "lake:"+table, "-o", "json")...)
 		if code != 0 {
 			t.Fatalf("exit %d\n%s%s", code, out, errOut)
 		}

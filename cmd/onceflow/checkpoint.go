@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,36 +35,29 @@ type stateOperatorReport struct {
 	NewestSnapshot int64  `json:"newestSnapshot"`
 }
 
-func checkpointCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) > 0 && args[0] == "fork" {
-		return checkpointFork(ctx, args[1:], stdout)
+func inspectCommand() *command {
+	return &command{
+		name: "inspect", args: outputArgs + " DIR", nargs: 1,
+		summary: "print a checkpoint's logs, latest plan, state and last progress",
+		setup: func(fs *flag.FlagSet) action {
+			out := outputFlag(fs, formatTable, formatJSON)
+			return func(ctx context.Context, args []string, stdout io.Writer) error {
+				store, err := openExisting(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				defer store.Close()
+				rep, err := inspectCheckpoint(ctx, store)
+				if err != nil {
+					return err
+				}
+				if *out != formatTable {
+					return writeJSON(stdout, *out, rep)
+				}
+				return printCheckpoint(stdout, rep)
+			}
+		},
 	}
-	if len(args) == 0 || args[0] != "inspect" {
-		return fmt.Errorf("%w: checkpoint inspect [--json] DIR | checkpoint fork SRC DST --from-batch N", errUsage)
-	}
-	fs := flag.NewFlagSet("checkpoint inspect", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(splitFlags(args[1:], "json")); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: checkpoint inspect [--json] DIR", errUsage)
-	}
-	store, err := openExisting(ctx, fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	rep, err := inspectCheckpoint(ctx, store)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	return printCheckpoint(stdout, rep)
 }
 
 func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointReport, error) {
@@ -129,14 +121,18 @@ func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointRep
 func printCheckpoint(w io.Writer, rep *checkpointReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "checkpoint\t%s\n", rep.Location)
-	fmt.Fprintf(tw, "query\t%s (id %s, created %s, format v%d)\n", rep.Metadata.Name, rep.Metadata.ID, rep.Metadata.Created, rep.Metadata.Version)
+	fmt.Fprintf(tw, "query\t%s (id %s, created %s, format v%d)\n", rep.Metadata.Name, rep.Metadata.ID, fmtTimeString(rep.Metadata.Created), rep.Metadata.Version)
 	fmt.Fprintf(tw, "offsets\t%s\n", idRange(rep.OffsetBatches))
 	fmt.Fprintf(tw, "commits\t%s\n", idRange(rep.CommitBatches))
 	if rep.Uncommitted != nil {
 		fmt.Fprintf(tw, "uncommitted\tbatch %d (re-run on next start)\n", *rep.Uncommitted)
 	}
 	if p := rep.LatestPlan; p != nil {
-		fmt.Fprintf(tw, "latest plan\tbatch %d, timestamp %d, watermark %d, %d state partitions\n", p.BatchID, p.TimestampMs, p.WatermarkMs, p.Conf.StatePartitions)
+		wm := "none"
+		if p.WatermarkMs > 0 {
+			wm = fmtMillis(p.WatermarkMs)
+		}
+		fmt.Fprintf(tw, "latest plan\tbatch %d, timestamp %s, watermark %s, %d state partitions\n", p.BatchID, fmtMillis(p.TimestampMs), wm, p.Conf.StatePartitions)
 		for i, s := range p.Sources {
 			fmt.Fprintf(tw, "  source %d\t%s: %s → %s\n", i, s.Description, s.Start, s.End)
 		}
@@ -145,7 +141,7 @@ func printCheckpoint(w io.Writer, rep *checkpointReport) error {
 		fmt.Fprintf(tw, "state %s\t%d partitions, %d keys, %d bytes, newest version %d, newest snapshot %d\n", op.ID, op.Partitions, op.Keys, op.StateBytes, op.NewestVersion, op.NewestSnapshot)
 	}
 	if p := rep.LastProgress; p != nil {
-		fmt.Fprintf(tw, "last progress\tbatch %d at %s: %d rows in, %d ms, %.0f rows/s\n", p.BatchID, p.Timestamp, p.NumInputRows, p.BatchDurationMs, p.ProcessedRowsPerSecond)
+		fmt.Fprintf(tw, "last progress\tbatch %d at %s: %d rows in, %d ms, %.0f rows/s\n", p.BatchID, fmtTimeString(p.Timestamp), p.NumInputRows, p.BatchDurationMs, p.ProcessedRowsPerSecond)
 	}
 	return tw.Flush()
 }

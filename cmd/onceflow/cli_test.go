@@ -168,34 +168,36 @@ func TestUsageAndExitCodes(t *testing.T) {
 		// stderr must contain every one of these.
 		stderr []string
 	}{
-		{"no command", nil, 2, []string{"usage: onceflow COMMAND", "checkpoint", "progress", "lake", "state", "demo", "kafka"}},
-		{"help", []string{"help"}, 0, []string{"usage: onceflow COMMAND"}},
-		{"-h", []string{"-h"}, 0, []string{"usage: onceflow COMMAND"}},
-		{"unknown command", []string{"frobnicate"}, 2, []string{`unknown command "frobnicate"`, "usage: onceflow COMMAND"}},
-		{"checkpoint without subcommand", []string{"checkpoint"}, 2, []string{"onceflow checkpoint: usage", "checkpoint inspect [--json] DIR"}},
-		{"checkpoint unknown subcommand", []string{"checkpoint", "explode", cp}, 2, []string{"checkpoint inspect [--json] DIR"}},
-		{"inspect without dir", []string{"checkpoint", "inspect"}, 2, []string{"checkpoint inspect [--json] DIR"}},
-		{"inspect two dirs", []string{"checkpoint", "inspect", cp, cp}, 2, []string{"checkpoint inspect [--json] DIR"}},
+		{"no command", nil, 2, []string{"usage: onceflow COMMAND", "checkpoint inspect", "checkpoint progress", "checkpoint state", "lake files", "demo", "dev kafka", "version"}},
+		{"unknown command", []string{"frobnicate"}, 2, []string{`onceflow: unknown command "frobnicate"`, "usage: onceflow COMMAND"}},
+		{"checkpoint without subcommand", []string{"checkpoint"}, 2, []string{"usage: onceflow checkpoint COMMAND", "checkpoint inspect", "checkpoint fork"}},
+		{"checkpoint unknown subcommand", []string{"checkpoint", "explode", cp}, 2, []string{`onceflow checkpoint: unknown command "explode"`, "checkpoint inspect"}},
+		{"inspect without dir", []string{"checkpoint", "inspect"}, 2, []string{"got 0 arguments", "usage: onceflow checkpoint inspect [-o table|json|jsonl] DIR"}},
+		{"inspect two dirs", []string{"checkpoint", "inspect", cp, cp}, 2, []string{"got 2 arguments", "usage: onceflow checkpoint inspect [-o table|json|jsonl] DIR"}},
 		{"inspect unknown flag", []string{"checkpoint", "inspect", "--yaml", cp}, 2, []string{"flag provided but not defined: -yaml"}},
-		{"state without dump", []string{"state", cp}, 2, []string{"state dump DIR --operator ID"}},
-		{"state dump without dir", []string{"state", "dump", "--operator", ledgerOperator}, 2, []string{"state dump DIR --operator ID"}},
-		{"state dump bad version", []string{"state", "dump", cp, "--operator", ledgerOperator, "--version", "x"}, 2, []string{"invalid value"}},
-		{"progress without dir", []string{"progress"}, 2, []string{"progress [--json] [-n N] DIR"}},
-		{"progress bad -n", []string{"progress", "-n", "many", cp}, 2, []string{"invalid value"}},
-		{"lake without subcommand", []string{"lake"}, 2, []string{"lake files [--json] DIR"}},
-		{"lake unknown subcommand", []string{"lake", "drain", cp}, 2, []string{`unknown lake command "drain"`}},
-		{"lake files without dir", []string{"lake", "files"}, 2, []string{"lake files [--json] DIR"}},
+		{"inspect unknown output", []string{"checkpoint", "inspect", "-o", "yaml", cp}, 2, []string{`invalid value "yaml" for flag -o: want table, json or jsonl`}},
+		{"state without dir", []string{"checkpoint", "state", "--operator", ledgerOperator}, 2, []string{"usage: onceflow checkpoint state [-o table|json|jsonl] [--partition P] [--version N] --operator ID DIR"}},
+		{"state bad version", []string{"checkpoint", "state", cp, "--operator", ledgerOperator, "--version", "x"}, 2, []string{"invalid value"}},
+		{"old state without dump", []string{"state", cp}, 2, []string{"unknown command"}},
+		{"progress without dir", []string{"checkpoint", "progress"}, 2, []string{"checkpoint progress [-o table|json|jsonl] [-n N] DIR"}},
+		{"progress bad -n", []string{"checkpoint", "progress", "-n", "many", cp}, 2, []string{"invalid value"}},
+		{"lake without subcommand", []string{"lake"}, 2, []string{"usage: onceflow lake COMMAND", "lake files", "lake query", "lake vacuum"}},
+		{"lake unknown subcommand", []string{"lake", "drain", cp}, 2, []string{`onceflow lake: unknown command "drain"`}},
+		{"lake files without dir", []string{"lake", "files"}, 2, []string{"lake files [-o table|json|jsonl] DIR"}},
 		{"lake query bad limit", []string{"lake", "query", "--limit", "ten", cp}, 2, []string{"invalid value"}},
-		{"lake vacuum without dir", []string{"lake", "vacuum", "--delete"}, 2, []string{"lake vacuum [--older-than D] [--delete] DIR"}},
+		{"lake vacuum without dir", []string{"lake", "vacuum", "--delete"}, 2, []string{"lake vacuum [-o table|json|jsonl] [--older-than D] [--delete] DIR"}},
+		{"audit without flags", []string{"audit"}, 2, []string{"give --checkpoint, --input, --output, --key, --value"}},
 		{"demo bad trigger", []string{"demo", "-trigger", "sometimes"}, 2, []string{`trigger "sometimes"`}},
 		{"demo unknown flag", []string{"demo", "-speed", "9"}, 2, []string{"flag provided but not defined: -speed"}},
-		{"kafka bad topic", []string{"kafka", "-port", "0", "-topics", "payments:0"}, 2, []string{`topic "payments:0": partitions must be a positive number`}},
+		{"demo takes no arguments", []string{"demo", "now"}, 2, []string{"got 1 arguments"}},
+		{"kafka bad topic", []string{"dev", "kafka", "-port", "0", "-topics", "payments:0"}, 2, []string{`topic "payments:0": partitions must be a positive number`}},
+		{"version unknown output", []string{"version", "-o", "xml"}, 2, []string{"want table, json or jsonl"}},
 
 		// Not usage errors: the command line is fine, the thing it names is not.
-		{"inspect a directory that is no checkpoint", []string{"checkpoint", "inspect", empty}, 1, []string{"onceflow checkpoint: "}},
-		{"state dump of a directory that is no checkpoint", []string{"state", "dump", empty, "--operator", ledgerOperator}, 1, []string{"has no batches"}},
-		{"state dump of a version never written", []string{"state", "dump", cp, "--operator", ledgerOperator, "--version", "7"}, 1, []string{"onceflow state: "}},
-		{"lake query of a file, not a table", []string{"lake", "query", filepath.Join(cp, "offsets", "00000000000000000000")}, 1, []string{"onceflow lake: "}},
+		{"inspect a directory that is no checkpoint", []string{"checkpoint", "inspect", empty}, 1, []string{"onceflow checkpoint inspect: "}},
+		{"state of a directory that is no checkpoint", []string{"checkpoint", "state", empty, "--operator", ledgerOperator}, 1, []string{"has no batches"}},
+		{"state of a version never written", []string{"checkpoint", "state", cp, "--operator", ledgerOperator, "--version", "7"}, 1, []string{"onceflow checkpoint state: "}},
+		{"lake query of a file, not a table", []string{"lake", "query", filepath.Join(cp, "offsets", "00000000000000000000")}, 1, []string{"onceflow lake query: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(ctx, tc.args...)
@@ -219,9 +221,9 @@ func TestFlagsAfterPositional(t *testing.T) {
 	cp := ledgerCheckpoint(t, 30)
 	// The same command with the flags before and after DIR prints the same.
 	for _, pair := range [][2][]string{
-		{{"checkpoint", "inspect", "--json", cp}, {"checkpoint", "inspect", cp, "--json"}},
-		{{"progress", "--json", "-n", "1", cp}, {"progress", cp, "-n", "1", "--json"}},
-		{{"state", "dump", "--operator", ledgerOperator, "--json", cp}, {"state", "dump", cp, "--json", "--operator=" + ledgerOperator}},
+		{{"checkpoint", "inspect", "-o", "json", cp}, {"checkpoint", "inspect", cp, "-o=json"}},
+		{{"checkpoint", "progress", "-o", "jsonl", "-n", "1", cp}, {"checkpoint", "progress", cp, "-n", "1", "-o", "jsonl"}},
+		{{"checkpoint", "state", "--operator", ledgerOperator, "-o", "jsonl", cp}, {"checkpoint", "state", cp, "-o", "jsonl", "--operator=" + ledgerOperator}},
 	} {
 		c1, out1, err1 := runCLI(ctx, pair[0]...)
 		c2, out2, err2 := runCLI(ctx, pair[1]...)

@@ -20,22 +20,37 @@ import (
 // demoCommand runs a rate source into a per-key running aggregation with a
 // processing-time trigger, printing each batch's changed totals and its
 // progress line.
-func demoCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	cpDir := fs.String("checkpoint", "", "checkpoint location (default: a new temporary directory)")
-	trig := fs.String("trigger", "1s", "trigger: a processing-time interval, once, or available-now")
-	rps := fs.Int64("rows-per-second", 10000, "rows the rate source produces per second")
-	keys := fs.Int64("keys", 5, "distinct keys")
-	batches := fs.Int("batches", 5, "stop after this many batches (0: run until interrupted)")
-	verbose := fs.Bool("v", false, "log the driver's steps to stderr")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+func demoCommand() *command {
+	return &command{
+		name: "demo", args: "[-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-v]",
+		summary: "run a rate-source query and print its output and progress",
+		setup: func(fs *flag.FlagSet) action {
+			var o demoOptions
+			fs.StringVar(&o.checkpoint, "checkpoint", "", "checkpoint location (default: a new temporary directory)")
+			fs.StringVar(&o.trigger, "trigger", "1s", "trigger: a processing-time interval, once, or available-now")
+			fs.Int64Var(&o.rowsPerSecond, "rows-per-second", 10000, "rows the rate source produces per second")
+			fs.Int64Var(&o.keys, "keys", 5, "distinct keys")
+			fs.IntVar(&o.batches, "batches", 5, "stop after this many batches (0: run until interrupted)")
+			fs.BoolVar(&o.verbose, "v", false, "log the driver's steps to stderr")
+			return func(ctx context.Context, _ []string, stdout io.Writer) error { return runDemo(ctx, o, stdout) }
+		},
 	}
-	trigger, err := engine.ParseTrigger(*trig)
+}
+
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	checkpoint, trigger string
+	rowsPerSecond, keys int64
+	batches             int
+	verbose             bool
+}
+
+func runDemo(ctx context.Context, o demoOptions, stdout io.Writer) error {
+	trigger, err := engine.ParseTrigger(o.trigger)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	dir := *cpDir
+	dir := o.checkpoint
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "onceflow-demo-"); err != nil {
 			return err
@@ -46,7 +61,7 @@ func demoCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	src, err := rate.New(rate.WithRowsPerSecond(*rps), rate.WithKeys(*keys), rate.WithPartitions(2))
+	src, err := rate.New(rate.WithRowsPerSecond(o.rowsPerSecond), rate.WithKeys(o.keys), rate.WithPartitions(2))
 	if err != nil {
 		return err
 	}
@@ -55,7 +70,7 @@ func demoCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		GroupBy(rate.ColKey).ID("totals-by-key").
 		Agg(batch.Sum(rate.ColAmountCents).Named("total_cents"), batch.Count("*").Named("payments"), batch.Max(rate.ColTimestamp).Named("latest"))
 	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
+	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	var q *engine.Query
@@ -74,7 +89,7 @@ func demoCommand(ctx context.Context, args []string, stdout io.Writer) error {
 				p.DurationMs[engine.PhaseWALCommit], p.DurationMs[engine.PhaseGetBatch], p.DurationMs[engine.PhaseStateCommit],
 				p.DurationMs[engine.PhaseAddBatch], p.DurationMs[engine.PhaseCommitOffsets])
 			n++
-			if *batches > 0 && n >= *batches {
+			if o.batches > 0 && n >= o.batches {
 				q.Stop()
 			}
 		}),
@@ -82,7 +97,7 @@ func demoCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "onceflow demo: checkpoint %s, trigger %s, %d rows/s; inspect it with: onceflow checkpoint inspect %s\n", storage.Redact(store.URL()), trigger, *rps, dir)
+	fmt.Fprintf(stdout, "onceflow demo: checkpoint %s, trigger %s, %d rows/s; inspect it with: onceflow checkpoint inspect %s\n", storage.Redact(store.URL()), trigger, o.rowsPerSecond, dir)
 	start := time.Now()
 	err = q.Run(ctx)
 	if errors.Is(err, context.Canceled) {

@@ -54,7 +54,7 @@ func TestNothingCommitted(t *testing.T) {
 			if err := tc.fail(t, dir); err == nil || !strings.Contains(err.Error(), "injected") {
 				t.Fatalf("run: %v, want the injected failure", err)
 			}
-			code, out, errOut := runCLI(ctx, "checkpoint", "inspect", "--json", dir)
+			code, out, errOut := runCLI(ctx, "checkpoint", "inspect", "-o", "json", dir)
 			if code != 0 {
 				t.Fatalf("inspect: exit %d: %s", code, errOut)
 			}
@@ -70,11 +70,11 @@ func TestNothingCommitted(t *testing.T) {
 			if code != 0 || !regexp.MustCompile(`(?m)^commits +none$`).MatchString(out) || !regexp.MustCompile(`(?m)^uncommitted +batch 0 `).MatchString(out) {
 				t.Errorf("inspect: exit %d\n%s%s", code, out, errOut)
 			}
-			code, out, errOut = runCLI(ctx, "progress", "--json", dir)
+			code, out, errOut = runCLI(ctx, "checkpoint", "progress", "-o", "jsonl", dir)
 			if code != 0 || out != "" {
 				t.Errorf("progress: exit %d, %q %s", code, out, errOut)
 			}
-			code, _, errOut = runCLI(ctx, "state", "dump", dir, "--operator", ledgerOperator)
+			code, _, errOut = runCLI(ctx, "checkpoint", "state", dir, "--operator", ledgerOperator)
 			if code != 1 || !strings.Contains(errOut, "has no committed batch; give --version") {
 				t.Errorf("state dump: exit %d, %s", code, errOut)
 			}
@@ -101,7 +101,7 @@ func TestCheckpointForkCommand(t *testing.T) {
 		dir string
 		rep *inspectJSON
 	}{{src, &a}, {dst, &b}} {
-		code, out, errOut := runCLI(ctx, "checkpoint", "inspect", "--json", x.dir)
+		code, out, errOut := runCLI(ctx, "checkpoint", "inspect", "-o", "json", x.dir)
 		if code != 0 {
 			t.Fatalf("inspect %s: exit %d: %s", x.dir, code, errOut)
 		}
@@ -137,8 +137,8 @@ func TestReadOnlyCommandsOnMissingPath(t *testing.T) {
 	ctx := context.Background()
 	for _, args := range [][]string{
 		{"checkpoint", "inspect"},
-		{"progress"},
-		{"state", "dump", "--operator", ledgerOperator},
+		{"checkpoint", "progress"},
+		{"checkpoint", "state", "--operator", ledgerOperator},
 		{"lake", "files"},
 		{"lake", "query"},
 		{"lake", "vacuum"},
@@ -161,7 +161,7 @@ func TestStateDumpPartitionOutOfRange(t *testing.T) {
 	ctx := context.Background()
 	cp := ledgerCheckpoint(t, 20)
 	for _, p := range []string{"2", "99"} {
-		code, out, errOut := runCLI(ctx, "state", "dump", cp, "--operator", ledgerOperator, "--partition", p)
+		code, out, errOut := runCLI(ctx, "checkpoint", "state", cp, "--operator", ledgerOperator, "--partition", p)
 		if code != 2 || out != "" || !strings.Contains(errOut, "partition") {
 			t.Errorf("--partition %s of 2: exit %d, stdout %q, stderr %q; want a usage error", p, code, out, errOut)
 		}

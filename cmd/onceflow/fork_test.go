@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,13 +66,12 @@ func TestCheckpointFork(t *testing.T) {
 	}
 	run(srcDir, memsink.New("first"))
 
-	var out bytes.Buffer
-	err := checkpointFork(ctx, []string{srcDir, dstDir, "--from-batch", "2"}, &out)
-	if err != nil {
-		t.Fatal(err)
+	code, out, errOut := runCLI(ctx, "checkpoint", "fork", srcDir, dstDir, "--from-batch", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out.String(), "at batch 2 into file://") || !strings.Contains(out.String(), "runs batch 2 next") || !strings.Contains(out.String(), "log entries") {
-		t.Fatalf("output:\n%s", out.String())
+	if !strings.Contains(out, "at batch 2 into file://") || !strings.Contains(out, "runs batch 2 next") || !strings.Contains(out, "log entries") {
+		t.Fatalf("output:\n%s", out)
 	}
 	replay := memsink.New("replay")
 	run(dstDir, replay)
@@ -93,9 +90,9 @@ func TestCheckpointFork(t *testing.T) {
 		{[]string{srcDir, t.TempDir(), "--from-batch", "9"}, false, "batch 8 is not committed yet"},
 		{[]string{srcDir, dstDir, "--from-batch", "1"}, false, "is not empty"},
 	} {
-		err := checkpointFork(ctx, tc.args, &out)
-		if err == nil || errors.Is(err, errUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v, want usage=%v containing %q", tc.args, err, tc.usage, tc.want)
+		code, _, errOut := runCLI(ctx, append([]string{"checkpoint", "fork"}, tc.args...)...)
+		if want := map[bool]int{true: 2, false: 1}[tc.usage]; code != want || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %s; want %d containing %q", tc.args, code, errOut, want, tc.want)
 		}
 	}
 }

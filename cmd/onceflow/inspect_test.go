@@ -13,7 +13,7 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// inspectJSON is the JSON contract of `checkpoint inspect --json`, written
+// inspectJSON is the JSON contract of `checkpoint inspect -o json`, written
 // out here (not the command's own type) so a renamed field fails the test.
 type inspectJSON struct {
 	Location string `json:"location"`
@@ -117,13 +117,13 @@ func TestCheckpointInspect(t *testing.T) {
 				t.Errorf("text output shows an uncommitted batch:\n%s", out)
 			}
 
-			code, out, errOut = runCLI(ctx, "checkpoint", "inspect", "--json", tc.dir)
+			code, out, errOut = runCLI(ctx, "checkpoint", "inspect", "-o", "json", tc.dir)
 			if code != 0 {
-				t.Fatalf("--json: exit %d: %s", code, errOut)
+				t.Fatalf("-o json: exit %d: %s", code, errOut)
 			}
 			var rep inspectJSON
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
-				t.Fatalf("--json output does not parse: %v\n%s", err, out)
+				t.Fatalf("-o json output does not parse: %v\n%s", err, out)
 			}
 			if rep.Location != "file://"+tc.dir || rep.Metadata.Name != "ledger" || len(rep.Metadata.ID) == 0 || rep.Metadata.Version != engine.FormatVersion {
 				t.Errorf("location %q, metadata %+v", rep.Location, rep.Metadata)
@@ -203,7 +203,7 @@ func TestProgress(t *testing.T) {
 		{"re-run batch marked recovered", recovered, nil, []int64{0, 1, 2}, []int64{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errOut := runCLI(ctx, append(append([]string{"progress", "--json"}, tc.flags...), tc.dir)...)
+			code, out, errOut := runCLI(ctx, append(append([]string{"checkpoint", "progress", "-o", "jsonl"}, tc.flags...), tc.dir)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -219,10 +219,10 @@ func TestProgress(t *testing.T) {
 				}
 			}
 			if !slices.Equal(ids, tc.want) || !slices.Equal(rec, tc.recovered) {
-				t.Errorf("--json batches %v (recovered %v), want %v (recovered %v)", ids, rec, tc.want, tc.recovered)
+				t.Errorf("-o jsonl batches %v (recovered %v), want %v (recovered %v)", ids, rec, tc.want, tc.recovered)
 			}
 
-			code, out, errOut = runCLI(ctx, append(append([]string{"progress"}, tc.flags...), tc.dir)...)
+			code, out, errOut = runCLI(ctx, append(append([]string{"checkpoint", "progress"}, tc.flags...), tc.dir)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -252,7 +252,7 @@ func TestProgress(t *testing.T) {
 	}
 }
 
-// stateRow is one line of `state dump --json`.
+// stateRow is one line of `checkpoint state -o jsonl`.
 type stateRow struct {
 	Partition int    `json:"partition"`
 	Key       string `json:"key"`
@@ -267,7 +267,7 @@ func TestStateDump(t *testing.T) {
 
 	dump := func(t *testing.T, flags ...string) []stateRow {
 		t.Helper()
-		code, out, errOut := runCLI(ctx, append([]string{"state", "dump", cp, "--operator", ledgerOperator, "--json"}, flags...)...)
+		code, out, errOut := runCLI(ctx, append([]string{"checkpoint", "state", cp, "--operator", ledgerOperator, "-o", "jsonl"}, flags...)...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
@@ -318,7 +318,7 @@ func TestStateDump(t *testing.T) {
 		}
 	})
 	t.Run("text", func(t *testing.T) {
-		code, out, errOut := runCLI(ctx, "state", "dump", cp, "--operator", ledgerOperator, "--version", "1")
+		code, out, errOut := runCLI(ctx, "checkpoint", "state", cp, "--operator", ledgerOperator, "--version", "1")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
@@ -341,8 +341,8 @@ func TestStateDump(t *testing.T) {
 	})
 	t.Run("unknown operator lists the ids", func(t *testing.T) {
 		for _, args := range [][]string{
-			{"state", "dump", cp, "--operator", "totalz"},
-			{"state", "dump", cp},
+			{"checkpoint", "state", cp, "--operator", "totalz"},
+			{"checkpoint", "state", cp},
 		} {
 			code, out, errOut := runCLI(ctx, args...)
 			if code != 2 || out != "" || !strings.Contains(errOut, "the checkpoint has: "+ledgerOperator) {
@@ -367,11 +367,11 @@ func TestStateDump(t *testing.T) {
 		if err := q.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		code, out, errOut := runCLI(ctx, "state", "dump", two, "--operator", ledgerOperator)
+		code, out, errOut := runCLI(ctx, "checkpoint", "state", two, "--operator", ledgerOperator)
 		if code != 2 || out != "" || !strings.Contains(errOut, "the checkpoint has: dedup-amount") {
 			t.Errorf("exit %d, stderr %q; want 2 listing the dedup operator's default id", code, errOut)
 		}
-		code, out, errOut = runCLI(ctx, "state", "dump", two, "--operator", "dedup-amount", "--json")
+		code, out, errOut = runCLI(ctx, "checkpoint", "state", two, "--operator", "dedup-amount", "-o", "jsonl")
 		if code != 0 || len(mustJSONLines[map[string]any](t, out)) != 20 {
 			t.Errorf("dedup state: exit %d, %d rows, want 20: %s", code, len(mustJSONLines[map[string]any](t, out)), errOut)
 		}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,35 +12,48 @@ import (
 	"github.com/onceflow/onceflow/filesink"
 )
 
-const lakeUsage = "lake files [--json] DIR | lake query [--limit N] DIR | lake vacuum [--older-than D] [--delete] DIR"
-
 // lakeCommand inspects a table written by the files sink: its committed
 // files, its rows, and the unlisted files Vacuum would delete.
-func lakeCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, lakeUsage)
-	}
-	switch args[0] {
-	case "files":
-		return lakeFiles(ctx, args[1:], stdout)
-	case "query":
-		return lakeQuery(ctx, args[1:], stdout)
-	case "vacuum":
-		return lakeVacuum(ctx, args[1:], stdout)
-	}
-	return fmt.Errorf("%w: unknown lake command %q; %s", errUsage, args[0], lakeUsage)
+func lakeCommand() *command {
+	return &command{name: "lake", summary: "look at a table written by the files sink", subs: []*command{
+		{
+			name: "files", args: outputArgs + " DIR", nargs: 1,
+			summary: "list a file-sink table's committed files",
+			setup: func(fs *flag.FlagSet) action {
+				out := outputFlag(fs, formatTable, formatJSONL)
+				return func(ctx context.Context, args []string, stdout io.Writer) error {
+					return lakeFiles(ctx, args[0], *out, stdout)
+				}
+			},
+		},
+		{
+			name: "query", args: outputArgs + " [--limit N] DIR", nargs: 1,
+			summary: "print a file-sink table's rows (default -o jsonl)",
+			setup: func(fs *flag.FlagSet) action {
+				out := outputFlag(fs, formatJSONL, "")
+				limit := fs.Int64("limit", 0, "print at most N rows (0: all)")
+				return func(ctx context.Context, args []string, stdout io.Writer) error {
+					return lakeQuery(ctx, args[0], *limit, *out, stdout)
+				}
+			},
+		},
+		{
+			name: "vacuum", args: outputArgs + " [--older-than D] [--delete] DIR", nargs: 1,
+			summary: "list, or delete, the files no log entry lists any more",
+			setup: func(fs *flag.FlagSet) action {
+				out := outputFlag(fs, formatTable, "")
+				olderThan := fs.Duration("older-than", 7*24*time.Hour, "only files unlisted (or removed) for longer than this")
+				del := fs.Bool("delete", false, "delete the files; without it, only list them (dry run)")
+				return func(ctx context.Context, args []string, stdout io.Writer) error {
+					return lakeVacuum(ctx, args[0], *olderThan, *del, *out, stdout)
+				}
+			},
+		},
+	}}
 }
 
-func lakeFiles(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("lake files", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print each file's log record as a JSON line")
-	if err := fs.Parse(splitFlags(args, "json")); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: lake files [--json] DIR", errUsage)
-	}
-	table, err := openExisting(ctx, fs.Arg(0))
+func lakeFiles(ctx context.Context, loc string, out format, stdout io.Writer) error {
+	table, err := openExisting(ctx, loc)
 	if err != nil {
 		return err
 	}
@@ -55,20 +66,14 @@ func lakeFiles(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, f := range files {
-			if err := enc.Encode(f); err != nil {
-				return err
-			}
-		}
-		return nil
+	if out != formatTable {
+		return writeList(stdout, out, files)
 	}
 	var rows, size int64
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "path\trows\tbytes\tbatch\tcommitted")
 	for _, f := range files {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", f.Path, f.Rows, f.Size, f.BatchID, time.UnixMilli(f.Time).UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", f.Path, f.Rows, f.Size, f.BatchID, fmtMillis(f.Time))
 		rows += f.Rows
 		size += f.Size
 	}
@@ -79,79 +84,58 @@ func lakeFiles(ctx context.Context, args []string, stdout io.Writer) error {
 	return err
 }
 
-func lakeQuery(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("lake query", flag.ContinueOnError)
-	limit := fs.Int64("limit", 0, "print at most N rows (0: all)")
-	if err := fs.Parse(splitFlags(args)); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: lake query [--limit N] DIR", errUsage)
-	}
-	table, err := openExisting(ctx, fs.Arg(0))
+func lakeQuery(ctx context.Context, loc string, limit int64, out format, stdout io.Writer) error {
+	table, err := openExisting(ctx, loc)
 	if err != nil {
 		return err
 	}
 	defer table.Close()
 	var n int64
-	var line bytes.Buffer
+	w := newRowWriter(stdout, out)
 	errLimit := errors.New("limit reached")
 	err = filesink.ReadRows(ctx, table, func(_ filesink.File, columns []string, row []any) error {
-		if *limit > 0 && n >= *limit {
+		if limit > 0 && n >= limit {
 			return errLimit
 		}
 		n++
-		line.Reset()
-		line.WriteByte('{')
-		for i, c := range columns {
-			if i > 0 {
-				line.WriteByte(',')
-			}
-			k, _ := json.Marshal(c)
-			line.Write(k)
-			line.WriteByte(':')
-			v, err := marshalValue(row[i])
-			if err != nil {
-				return fmt.Errorf("column %s: %w", c, err)
-			}
-			line.Write(v)
-		}
-		line.WriteString("}\n")
-		_, err := stdout.Write(line.Bytes())
-		return err
+		return w.write(columns, row)
 	})
 	if err != nil && !errors.Is(err, errLimit) {
 		return err
 	}
-	return nil
+	return w.close()
 }
 
-func lakeVacuum(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("lake vacuum", flag.ContinueOnError)
-	olderThan := fs.Duration("older-than", 7*24*time.Hour, "only files unlisted (or removed) for longer than this")
-	del := fs.Bool("delete", false, "delete the files; without it, only list them (dry run)")
-	if err := fs.Parse(splitFlags(args, "delete")); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: lake vacuum [--older-than D] [--delete] DIR", errUsage)
-	}
-	table, err := openExisting(ctx, fs.Arg(0))
+// vacuumReport is what `lake vacuum -o json|jsonl` prints.
+type vacuumReport struct {
+	Deleted   bool     `json:"deleted"` // false: a dry run
+	OlderThan string   `json:"olderThan"`
+	Files     []string `json:"files"`
+}
+
+func lakeVacuum(ctx context.Context, loc string, olderThan time.Duration, del bool, out format, stdout io.Writer) error {
+	table, err := openExisting(ctx, loc)
 	if err != nil {
 		return err
 	}
 	defer table.Close()
-	names, err := filesink.Vacuum(ctx, table, *olderThan, time.Now(), !*del)
+	names, err := filesink.Vacuum(ctx, table, olderThan, time.Now(), !del)
 	if err != nil {
 		return err
+	}
+	if out != formatTable {
+		if names == nil {
+			names = []string{}
+		}
+		return writeJSON(stdout, out, vacuumReport{Deleted: del, OlderThan: olderThan.String(), Files: names})
 	}
 	for _, n := range names {
 		fmt.Fprintln(stdout, n)
 	}
 	verb := "would delete"
-	if *del {
+	if del {
 		verb = "deleted"
 	}
-	_, err = fmt.Fprintf(stdout, "%s %d files unlisted for more than %s\n", verb, len(names), *olderThan)
+	_, err = fmt.Fprintf(stdout, "%s %d files unlisted for more than %s\n", verb, len(names), olderThan)
 	return err
 }

@@ -45,7 +45,7 @@ func lakeTable(t *testing.T, n int64) string {
 	return table
 }
 
-// lakeFileJSON is the part of a `lake files --json` line the tests check.
+// lakeFileJSON is the part of a `lake files -o jsonl` line the tests check.
 type lakeFileJSON struct {
 	Path    string `json:"path"`
 	Size    int64  `json:"size"`
@@ -59,9 +59,9 @@ func TestLakeFilesAndQuery(t *testing.T) {
 	const n = 30
 	table := lakeTable(t, n)
 
-	code, out, errOut := runCLI(ctx, "lake", "files", "--json", table)
+	code, out, errOut := runCLI(ctx, "lake", "files", "-o", "jsonl", table)
 	if code != 0 {
-		t.Fatalf("files --json: exit %d: %s", code, errOut)
+		t.Fatalf("files -o jsonl: exit %d: %s", code, errOut)
 	}
 	files := mustJSONLines[lakeFileJSON](t, out)
 	var batches []int64
@@ -137,7 +137,7 @@ func TestLakeVacuum(t *testing.T) {
 	old := time.Now().Add(-8 * 24 * time.Hour)
 
 	// Age every committed file: vacuum must keep them anyway.
-	code, out, errOut := runCLI(ctx, "lake", "files", "--json", table)
+	code, out, errOut := runCLI(ctx, "lake", "files", "-o", "jsonl", table)
 	if code != 0 {
 		t.Fatalf("files: exit %d: %s", code, errOut)
 	}

@@ -1,47 +1,42 @@
-// Command onceflow runs the demo and inspects checkpoints, state, progress
-// and lakes.
+// Command onceflow runs the demo and looks at what queries leave behind:
+// checkpoints, their progress and state, file-sink tables; it audits a
+// query's output against its input and runs a development Kafka broker.
 //
-//	onceflow demo [-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-batches N]
-//	onceflow checkpoint inspect [--json] DIR
-//	onceflow state dump DIR --operator ID [--partition P] [--version N]
-//	onceflow progress [--json] [-n N] DIR
-//	onceflow lake files|query|vacuum …
+//	onceflow demo [-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-v]
+//	onceflow checkpoint inspect [-o table|json|jsonl] DIR
+//	onceflow checkpoint fork SRC DST --from-batch N
+//	onceflow checkpoint progress [-o table|json|jsonl] [-n N] DIR
+//	onceflow checkpoint state [-o table|json|jsonl] [--partition P] [--version N] --operator ID DIR
+//	onceflow lake files [-o table|json|jsonl] DIR
+//	onceflow lake query [-o table|json|jsonl] [--limit N] DIR
+//	onceflow lake vacuum [-o table|json|jsonl] [--older-than D] [--delete] DIR
+//	onceflow audit [-o table|json|jsonl] --checkpoint DIR --input … --output … --key COL --value COL […]
+//	onceflow dev kafka [-port 9092] [-topics NAME:PARTITIONS,…] [-data DIR]
+//	onceflow version [-o table|json|jsonl]
+//	onceflow help [COMMAND …]
+//
+// Every command takes -h (or --help, or "help COMMAND") and prints its
+// usage and flags to standard output with exit status 0. Flags may come
+// before or after the arguments. -o picks the output: a table for people
+// (times in RFC 3339, UTC; the default, except for lake query, whose
+// default is jsonl), json (one document; a list is one array) or jsonl (one
+// JSON value a line); the JSON field names are a contract. The deprecated
+// --json of inspect, audit (-o json), progress, state and lake files (-o
+// jsonl) still works.
+//
+// Exit status: 0 on success, 1 when the command failed (or audit found
+// differences), 2 for a usage error. The old names "progress", "state dump"
+// and "kafka" still run "checkpoint progress", "checkpoint state" and "dev
+// kafka" and are not listed.
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
 	"syscall"
 )
-
-// command is one subcommand: it parses args itself and writes to stdout.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout io.Writer) error
-}
-
-// commands lists every subcommand. Files named after a command add theirs
-// here.
-func commands() map[string]command {
-	return map[string]command{
-		"demo":       {"run a rate-source query with a processing-time trigger and print its progress", demoCommand},
-		"checkpoint": {"inspect or fork a checkpoint: checkpoint inspect [--json] DIR | checkpoint fork SRC DST --from-batch N", checkpointCommand},
-		"state":      {"print a stateful operator's rows: state dump DIR --operator ID [--version N]", stateCommand},
-		"progress":   {"print a query's progress log as a table: progress [--json] [-n N] DIR", progressCommand},
-		"lake":       {"look at a file-sink table: lake files|query|vacuum DIR", lakeCommand},
-		"audit":      {"reconcile a query's committed output with its input: audit --checkpoint DIR --input … --output … --key K --value V", auditCommand},
-		"kafka":      {"run the embedded development Kafka broker on a loopback port: kafka [-port 9092] [-topics t:4,…]", kafkaCommand},
-	}
-}
-
-// errUsage marks an error caused by the command line.
-var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -50,66 +45,25 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr, cmds)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	c, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "onceflow: unknown command %q\n\n", args[0])
-		usage(stderr, cmds)
-		return 2
-	}
-	if err := c.run(ctx, args[1:], stdout); err != nil {
-		fmt.Fprintf(stderr, "onceflow %s: %v\n", args[0], err)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return dispatch(ctx, commands(), args, stdout, stderr)
 }
 
-func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "usage: onceflow COMMAND [flags]\n\ncommands:")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
-	}
-}
-
-// splitFlags moves flags after positional arguments to the front, so
-// "inspect DIR --json" works like "inspect --json DIR".
-func splitFlags(args []string, boolFlags ...string) []string {
-	isBool := map[string]bool{}
-	for _, b := range boolFlags {
-		isBool[b] = true
-	}
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if strings.HasPrefix(a, "-") && len(a) > 1 {
-			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && !isBool[name] && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		pos = append(pos, a)
-	}
-	return append(flags, pos...)
+// commands is the command tree. Each file named after a command builds
+// its node.
+func commands() *command {
+	progress, state, kafka := progressCommand(), stateCommand(), kafkaCommand()
+	return &command{name: "onceflow", subs: []*command{
+		demoCommand(),
+		{name: "checkpoint", summary: "look at or fork a query's checkpoint", subs: []*command{
+			inspectCommand(), forkCommand(), progress, state,
+		}},
+		lakeCommand(),
+		auditCommand(),
+		{name: "dev", summary: "tools for development", subs: []*command{kafka}},
+		versionCommand(),
+		// Old names, kept for scripts.
+		alias("progress", progress),
+		{name: "state", hidden: true, subs: []*command{renamed("dump", state)}},
+		alias("kafka", kafka),
+	}}
 }

@@ -55,7 +55,7 @@ func TestDemo(t *testing.T) {
 
 	// What it left is a checkpoint the other commands read: two batches,
 	// both committed, and the totals-by-key state.
-	code, out, errOut = runCLI(ctx, "checkpoint", "inspect", "--json", dir)
+	code, out, errOut = runCLI(ctx, "checkpoint", "inspect", "-o", "json", dir)
 	if code != 0 {
 		t.Fatalf("inspect: exit %d: %s", code, errOut)
 	}
@@ -119,10 +119,10 @@ func TestKafka(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"kafka", "-port", "0", "-topics", "payments:4,settlements"}, &stdout, &stderr)
+		done <- run(ctx, []string{"dev", "kafka", "-port", "0", "-topics", "payments:4,settlements"}, &stdout, &stderr)
 	}()
 	waitFor(t, &stdout, "\n", done)
-	m := regexp.MustCompile(`^onceflow kafka: embedded broker listening on (127\.0\.0\.1:\d+)`).FindStringSubmatch(stdout.String())
+	m := regexp.MustCompile(`^onceflow dev kafka: embedded broker listening on (127\.0\.0\.1:\d+)`).FindStringSubmatch(stdout.String())
 	if m == nil {
 		t.Fatalf("first line %q", stdout.String())
 	}
@@ -190,9 +190,9 @@ func TestS3WithoutServer(t *testing.T) {
 		want string
 	}{
 		{[]string{"checkpoint", "inspect", loc}, 1, "onceflow-test-bucket"},
-		{[]string{"checkpoint", "inspect", "--json", loc}, 1, "onceflow-test-bucket"},
-		{[]string{"progress", loc}, 1, "onceflow-test-bucket"},
-		{[]string{"state", "dump", loc, "--operator", "x"}, 1, "onceflow-test-bucket"},
+		{[]string{"checkpoint", "inspect", "-o", "json", loc}, 1, "onceflow-test-bucket"},
+		{[]string{"checkpoint", "progress", loc}, 1, "onceflow-test-bucket"},
+		{[]string{"checkpoint", "state", loc, "--operator", "x"}, 1, "onceflow-test-bucket"},
 		{[]string{"lake", "files", loc}, 1, "onceflow-test-bucket"},
 		{[]string{"lake", "query", loc}, 1, "onceflow-test-bucket"},
 		{[]string{"lake", "vacuum", "--delete", loc}, 1, "onceflow-test-bucket"},
@@ -244,7 +244,7 @@ func TestS3WithoutServer(t *testing.T) {
 func TestDemoOnAnotherQuerysCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	cp := ledgerCheckpoint(t, 20)
-	_, before, _ := runCLI(ctx, "checkpoint", "inspect", "--json", cp)
+	_, before, _ := runCLI(ctx, "checkpoint", "inspect", "-o", "json", cp)
 	code, out, errOut := runCLI(ctx, "demo", "-batches", "1", "-trigger", "once", "-checkpoint", cp)
 	if code != 1 || !strings.Contains(errOut, "incompatible restart") || !strings.Contains(errOut, `stateful operator "totals" was removed`) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -252,7 +252,7 @@ func TestDemoOnAnotherQuerysCheckpoint(t *testing.T) {
 	if strings.Contains(out, "progress: batch") {
 		t.Errorf("the demo ran a batch:\n%s", out)
 	}
-	if _, after, _ := runCLI(ctx, "checkpoint", "inspect", "--json", cp); after != before {
+	if _, after, _ := runCLI(ctx, "checkpoint", "inspect", "-o", "json", cp); after != before {
 		t.Errorf("the checkpoint changed:\n%s\nbecame\n%s", before, after)
 	}
 }

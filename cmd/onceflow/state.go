@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -49,23 +47,24 @@ func openState(ctx context.Context, cp storage.Store, op string, part int, versi
 	return st, info, n, nil
 }
 
-func stateCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	const use = "state dump DIR --operator ID [--partition P] [--version N] [--json]"
-	if len(args) == 0 || args[0] != "dump" {
-		return fmt.Errorf("%w: %s", errUsage, use)
+func stateCommand() *command {
+	return &command{
+		name: "state", args: outputArgs + " [--partition P] [--version N] --operator ID DIR", nargs: 1,
+		summary: "print a stateful operator's rows at a version",
+		setup: func(fs *flag.FlagSet) action {
+			out := outputFlag(fs, formatTable, formatJSONL)
+			opID := fs.String("operator", "", "stateful operator id (checkpoint inspect lists them); required")
+			part := fs.Int("partition", -1, "only this partition")
+			version := fs.Int64("version", -1, "state version (default: the last committed batch)")
+			return func(ctx context.Context, args []string, stdout io.Writer) error {
+				return dumpState(ctx, args[0], *opID, *part, *version, *out, stdout)
+			}
+		},
 	}
-	fs := flag.NewFlagSet("state dump", flag.ContinueOnError)
-	opID := fs.String("operator", "", "stateful operator id (see checkpoint inspect)")
-	part := fs.Int("partition", -1, "only this partition")
-	version := fs.Int64("version", -1, "state version (default: the last committed batch)")
-	asJSON := fs.Bool("json", false, "print JSON lines")
-	if err := fs.Parse(splitFlags(args[1:], "json")); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: %s", errUsage, use)
-	}
-	store, err := openExisting(ctx, fs.Arg(0))
+}
+
+func dumpState(ctx context.Context, loc, opID string, part int, version int64, out format, stdout io.Writer) error {
+	store, err := openExisting(ctx, loc)
 	if err != nil {
 		return err
 	}
@@ -81,15 +80,15 @@ func stateCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	found := false
 	for _, op := range plan.Conf.Operators {
 		ids = append(ids, op.ID)
-		found = found || op.ID == *opID
+		found = found || op.ID == opID
 	}
 	if !found {
-		return fmt.Errorf("%w: no stateful operator %q; the checkpoint has: %s", errUsage, *opID, strings.Join(ids, ", "))
+		return fmt.Errorf("%w: no stateful operator %q; the checkpoint has: %s", errUsage, opID, strings.Join(ids, ", "))
 	}
-	if *part >= plan.Conf.StatePartitions {
-		return fmt.Errorf("%w: --partition %d: the checkpoint has partitions 0 to %d", errUsage, *part, plan.Conf.StatePartitions-1)
+	if part >= plan.Conf.StatePartitions {
+		return fmt.Errorf("%w: --partition %d: the checkpoint has partitions 0 to %d", errUsage, part, plan.Conf.StatePartitions-1)
 	}
-	v := *version
+	v := version
 	if v < 0 {
 		cid, _, ok, err := offsetlog.New[engine.CommitEntry](store, "commits").Latest(ctx)
 		if err != nil {
@@ -100,14 +99,12 @@ func stateCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		v = cid
 	}
-	var tw *tabwriter.Writer
-	enc := json.NewEncoder(stdout)
-	header := false
+	w := newRowWriter(stdout, out)
 	for p := 0; p < plan.Conf.StatePartitions; p++ {
-		if *part >= 0 && p != *part {
+		if part >= 0 && p != part {
 			continue
 		}
-		st, _, _, err := openState(ctx, store, *opID, p, -1)
+		st, _, _, err := openState(ctx, store, opID, p, -1)
 		if err != nil {
 			return err
 		}
@@ -116,45 +113,31 @@ func stateCommand(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		for _, r := range recs {
-			if !header && !*asJSON {
-				tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprint(tw, "partition")
-				for _, f := range r.Schema().Fields() {
-					fmt.Fprintf(tw, "\t%s", f.Name)
-				}
-				fmt.Fprintln(tw)
-				header = true
-			}
-			if err := dumpRecord(r, p, tw, enc, *asJSON); err != nil {
-				r.Release()
+			err := dumpRecord(w, r, p)
+			r.Release()
+			if err != nil {
 				return err
 			}
-			r.Release()
 		}
 	}
-	if tw != nil {
-		return tw.Flush()
-	}
-	return nil
+	return w.close()
 }
 
-func dumpRecord(r arrow.RecordBatch, part int, tw *tabwriter.Writer, enc *json.Encoder, asJSON bool) error {
+// dumpRecord writes r's rows, each led by its partition.
+func dumpRecord(w *rowWriter, r arrow.RecordBatch, part int) error {
+	cols := []string{"partition"}
+	for _, f := range r.Schema().Fields() {
+		cols = append(cols, f.Name)
+	}
+	row := make([]any, len(cols))
 	for i := 0; i < int(r.NumRows()); i++ {
-		if asJSON {
-			row := map[string]any{"partition": part}
-			for c, f := range r.Schema().Fields() {
-				row[f.Name] = jsonValue(memsink.Value(r.Column(c), i))
-			}
-			if err := enc.Encode(row); err != nil {
-				return err
-			}
-			continue
-		}
-		fmt.Fprint(tw, part)
+		row[0] = int64(part)
 		for c := range r.Schema().Fields() {
-			fmt.Fprintf(tw, "\t%s", r.Column(c).ValueStr(i))
+			row[c+1] = memsink.Value(r.Column(c), i)
 		}
-		fmt.Fprintln(tw)
+		if err := w.write(cols, row); err != nil {
+			return err
+		}
 	}
 	return nil
 }

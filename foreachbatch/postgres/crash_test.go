@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
 
@@ -106,6 +107,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs child processes")
 	}
+	faulttest.Require(t)
 	dsn := testenv.PGURL(t)
 	pool, err := pgxpool.New(ctxT(t), dsn)
 	if err != nil {
@@ -153,7 +155,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 		return out.String(), true
 	}
 
-	points := []string{"pg-before-begin", "pg-after-progress", "pg-after-rows", "pg-after-commit"}
+	points := fault.PostgresPoints()
 	deaths, kills, skips := 0, 0, 0
 	for round := 0; done() < crashBatches; round++ {
 		if round > 200 {

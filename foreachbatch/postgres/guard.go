@@ -210,7 +210,7 @@ func (g *Guard) Run(ctx context.Context, batchID int64, fn func(ctx context.Cont
 }
 
 func (g *Guard) attempt(ctx context.Context, batchID int64, fn func(ctx context.Context, tx pgx.Tx) error) (skipped bool, err error) {
-	fault.Point("pg-before-begin")
+	fault.Point(fault.PGBeforeBegin)
 	tx, err := g.pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("begin: %w", err)
@@ -228,19 +228,19 @@ func (g *Guard) attempt(ctx context.Context, batchID int64, fn func(ctx context.
 	if !ok {
 		return true, nil
 	}
-	fault.Point("pg-after-progress")
+	fault.Point(fault.PGAfterProgress)
 	if g.afterProgress != nil {
 		g.afterProgress(ctx, tx)
 	}
 	if err := fn(ctx, tx); err != nil {
 		return false, err
 	}
-	fault.Point("pg-after-rows")
+	fault.Point(fault.PGAfterRows)
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
-	fault.Point("pg-after-commit")
+	fault.Point(fault.PGAfterCommit)
 	return false, nil
 }
 

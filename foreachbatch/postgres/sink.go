@@ -230,7 +230,7 @@ func (s *Sink) Write(ctx context.Context, batchID int64, schema *arrow.Schema, r
 }
 
 func (s *Sink) upsertOnce(ctx context.Context, batchID int64, schema *arrow.Schema, records []arrow.RecordBatch) (n int64, err error) {
-	fault.Point("pg-before-begin")
+	fault.Point(fault.PGBeforeBegin)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
@@ -244,12 +244,12 @@ func (s *Sink) upsertOnce(ctx context.Context, batchID int64, schema *arrow.Sche
 	if n, err = s.ap.apply(ctx, tx, batchID, schema, records); err != nil {
 		return 0, err
 	}
-	fault.Point("pg-after-rows")
+	fault.Point(fault.PGAfterRows)
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
-	fault.Point("pg-after-commit")
+	fault.Point(fault.PGAfterCommit)
 	return n, nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/kafkadev"
 	"github.com/onceflow/onceflow/internal/testenv"
 	"github.com/onceflow/onceflow/kafkasink"
@@ -91,8 +92,9 @@ func seedInput(t *testing.T, c *kafkadev.Cluster, n int) {
 // the same checkpoint and checks that a read_committed consumer sees every
 // input record exactly once.
 func TestEngineCrashRecovery(t *testing.T) {
+	faulttest.Require(t)
 	const n = 23
-	for _, point := range []string{"", kafkasink.FaultAfterProduce + "@3", kafkasink.FaultAfterCommit + "@3"} {
+	for _, point := range []string{"", fault.KafkaSinkAfterProduce + "@3", fault.KafkaSinkAfterCommit + "@3"} {
 		name := point
 		if name == "" {
 			name = "no crash"
@@ -118,7 +120,7 @@ func TestEngineCrashRecovery(t *testing.T) {
 			}
 			// After a crash past the commit, recovery re-runs batch 2 and
 			// the sink finds its marker.
-			if want := int64(strings.Count(point, kafkasink.FaultAfterCommit)); skipped != want {
+			if want := int64(strings.Count(point, fault.KafkaSinkAfterCommit)); skipped != want {
 				t.Errorf("sink skipped %d batches on recovery, want %d", skipped, want)
 			}
 			counts := map[string]int{}

@@ -66,7 +66,7 @@ func (s *Source) cleanupThrough(ctx context.Context, k int64) error {
 				return err
 			}
 			if i == 0 {
-				fault.Point(FaultMidCleanup)
+				fault.Point(fault.FilesMidCleanup)
 			}
 		}
 	}

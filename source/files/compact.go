@@ -180,7 +180,7 @@ func (s *Source) compactThrough(ctx context.Context, k int64) error {
 	if _, err := s.mu.log.Purge(ctx, s.mu.compacted+1); err != nil {
 		return fmt.Errorf("files: purge the log through %d: %w", s.mu.compacted, err)
 	}
-	fault.Point(FaultAfterLogPurge)
+	fault.Point(fault.FilesAfterLogPurge)
 	if _, err := s.mu.clog.Purge(ctx, s.mu.compacted); err != nil {
 		return fmt.Errorf("files: purge compact entries before %d: %w", s.mu.compacted, err)
 	}
@@ -224,7 +224,7 @@ func (s *Source) writeCompact(ctx context.Context, c int64) error {
 	if err := s.mu.clog.Add(ctx, c, ce); err != nil {
 		return fmt.Errorf("files: compact the log through %d: %w", c, err)
 	}
-	fault.Point(FaultAfterCompact)
+	fault.Point(fault.FilesAfterCompact)
 	if len(forgotten) > 0 {
 		for _, j := range forgotten {
 			delete(s.mu.entries, j)

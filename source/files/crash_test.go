@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -92,7 +93,8 @@ func TestCrashAtFaultPoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	for _, point := range FaultPoints() {
+	faulttest.Require(t)
+	for _, point := range fault.FilesSourcePoints() {
 		for _, hit := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s@%d", point, hit), func(t *testing.T) {
 				root := t.TempDir()

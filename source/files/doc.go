@@ -145,8 +145,8 @@
 // for concurrent use; Read emits records of at most WithBatchSize rows
 // (default 65536), spanning files, and releases each after emit returns.
 //
-// Fault points FaultAfterLog, FaultMidCleanup, FaultAfterCompact and
-// FaultAfterLogPurge (internal/fault) let crash tests kill a process right
+// Fault points files-after-log, files-mid-cleanup, files-after-compact and
+// files-after-log-purge (internal/fault) let crash tests kill a process right
 // after a log entry is written, in the middle of a cleanup, right after a
 // compact entry is written, and between the deletion of the plain entries
 // it covers and that of the older compact entries.

@@ -248,7 +248,7 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 	if err := s.mu.log.Add(ctx, next, LogEntry{Files: fresh}); err != nil {
 		return nil, fmt.Errorf("files: log batch %d: %w", next, err)
 	}
-	fault.Point(FaultAfterLog)
+	fault.Point(fault.FilesAfterLog)
 	s.mu.entries[next] = fresh
 	for _, f := range fresh {
 		s.mu.taken[f.Name] = struct{}{}

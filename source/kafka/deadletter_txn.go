@@ -20,17 +20,6 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// Fault points (internal/fault) inside the dead-letter transaction of a
-// Read.
-const (
-	// FaultDeadLetterAfterProduce: the dead letters and progress markers
-	// of the Read are produced in an open transaction, not committed.
-	FaultDeadLetterAfterProduce = "kafka-deadletter-after-produce"
-	// FaultDeadLetterAfterCommit: the transaction is committed; Read has
-	// not returned, so the engine will run the batch again.
-	FaultDeadLetterAfterCommit = "kafka-deadletter-after-commit"
-)
-
 // DeadLetterIDFile is the object, in the source's folder of the checkpoint,
 // that keeps the dead-letter transactional id OpenCheckpoint created:
 // {"v":1,"transactionalId":"onceflow-deadletter-<24 hex digits>"}.
@@ -473,7 +462,7 @@ func (s *Source) produceDeadLetters(ctx context.Context, ranges []deadRange) err
 			for tp, ce := range ends {
 				s.dl.committed[tp] = ce
 			}
-			fault.Point(FaultDeadLetterAfterCommit)
+			fault.Point(fault.KafkaDeadLetterAfterCommit)
 		}
 		for _, d := range sent {
 			s.c.logger.Warn("kafka: value sent to dead letter", "topic", d.rec.Topic, "partition", d.rec.Partition,
@@ -535,7 +524,7 @@ func (s *Source) transactLocked(ctx context.Context, recs []*kgo.Record) (commit
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return false, fmt.Errorf("produce: %w", err)
 	}
-	fault.Point(FaultDeadLetterAfterProduce)
+	fault.Point(fault.KafkaDeadLetterAfterProduce)
 	if s.dl.beforeCommit != nil {
 		s.dl.beforeCommit()
 	}

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/audit"
-	"github.com/onceflow/onceflow/engine"
-	"github.com/onceflow/onceflow/filesink"
-	"github.com/onceflow/onceflow/kafkasink"
+	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 )
 
 var (
@@ -26,17 +25,17 @@ const pointRandom = "random"
 
 // faultPoints are the named points of every link the program runs.
 func faultPoints(sinks []sinkKind) []string {
-	ps := append([]string(nil), engine.FaultPoints...)
+	ps := fault.EnginePoints()
 	for _, s := range sinks {
 		switch s {
 		case sinkKafka:
-			ps = append(ps, kafkasink.FaultAfterProduce, kafkasink.FaultAfterCommit)
+			ps = append(ps, fault.KafkaSinkAfterProduce, fault.KafkaSinkAfterCommit)
 		case sinkLake:
-			ps = append(ps, filesink.FaultBetweenFiles, filesink.FaultBeforeLog, filesink.FaultAfterLog, filesink.FaultCompaction)
+			ps = append(ps, fault.FileSinkBetweenFiles, fault.FileSinkBeforeLog, fault.FileSinkAfterLog, fault.FileSinkCompaction)
 		case sinkPG:
-			ps = append(ps, "pg-before-begin", "pg-after-rows", "pg-after-commit")
+			ps = append(ps, fault.PGBeforeBegin, fault.PGAfterRows, fault.PGAfterCommit)
 		case sinkLines:
-			ps = append(ps, "lines-mid-rows", "lines-after-marker")
+			ps = append(ps, fault.LinesMidRows, fault.LinesAfterMarker)
 		}
 	}
 	return append(ps, pointRandom)
@@ -48,6 +47,7 @@ type pointStats struct{ tried, killed int }
 // in turn and at random moments, with payments arriving throughout and
 // the program sometimes kept down, and then reconciles every sink.
 func TestChaos(t *testing.T) {
+	faulttest.Require(t)
 	start := time.Now()
 	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
@@ -85,7 +85,7 @@ func TestChaos(t *testing.T) {
 		}
 		stats[p].killed++
 		kills++
-		if p == engine.FaultAfterSink && (kills < 100 || kills%50 == 0) {
+		if p == fault.EngineAfterSink && (kills < 100 || kills%50 == 0) {
 			// Every sink holds batch C+1 and commits/C+1 is not written:
 			// each output must match the pending batch.
 			for _, s := range h.sinks {
@@ -125,7 +125,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	printTable(t, stats, points, reports, h, runs, kills, pendingMatches, time.Since(start))
-	for _, p := range []string{engine.FaultAfterWAL, engine.FaultAfterSink, engine.FaultAfterState} {
+	for _, p := range []string{fault.EngineAfterWAL, fault.EngineAfterSink, fault.EngineAfterState} {
 		if stats[p].tried > 0 && stats[p].killed == 0 {
 			t.Errorf("fault point %s never killed the program", p)
 		}
@@ -151,7 +151,7 @@ func printTable(t *testing.T, stats map[string]*pointStats, points []string, rep
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", s, r.LastCommitted+1, r.InputRows, r.OutputRows, r.Matching, r.Differences())
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "\n%d payments sent; %d audits right after %s matched the pending batch; %s\n", h.sentCount(), pending, engine.FaultAfterSink, took.Round(time.Second))
+	fmt.Fprintf(&b, "\n%d payments sent; %d audits right after %s matched the pending batch; %s\n", h.sentCount(), pending, fault.EngineAfterSink, took.Round(time.Second))
 	t.Log("\n" + b.String())
 	if f := os.Getenv("CHAOS_TABLE"); f != "" {
 		_ = os.WriteFile(f, []byte(b.String()), 0o644)

@@ -3,7 +3,7 @@
 // with SIGKILL at named fault points and random moments while payments keep
 // arriving, restarts it, and at the end reconciles every sink with the input
 // through package audit (and once through `onceflow audit`). The broker runs
-// in its own `onceflow kafka` process so it outlives the kills.
+// in its own `onceflow dev kafka` process so it outlives the kills.
 //
 //	go test -race ./tests/chaos/                          a short run (a few dozen kills)
 //	go test ./tests/chaos/ -run TestChaos -chaos.kills=1000 -timeout 2h -v

@@ -24,6 +24,7 @@ import (
 	"github.com/onceflow/onceflow/audit"
 	"github.com/onceflow/onceflow/foreachbatch/postgres"
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/testenv"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -65,10 +66,10 @@ func programs(t *testing.T) (onceflow, prog string) {
 	return bins.onceflow, bins.prog
 }
 
-// build compiles pkg into dir.
+// build compiles pkg into dir with the fault points compiled in.
 func build(dir, pkg string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-tags", fault.Tag, "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -85,10 +86,10 @@ func buildOnceflow(dir string) (string, error) {
 	return build(dir, "github.com/onceflow/onceflow/cmd/onceflow")
 }
 
-// startBroker runs `onceflow kafka` as its own process.
+// startBroker runs `onceflow dev kafka` as its own process.
 func startBroker(t *testing.T, onceflow string, topics string) string {
 	t.Helper()
-	cmd := exec.Command(onceflow, "kafka", "-port", "0", "-topics", topics)
+	cmd := exec.Command(onceflow, "dev", "kafka", "-port", "0", "-topics", topics)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +191,9 @@ func (h *harness) run(spec string, killAfter time.Duration) (killed bool, stderr
 func (h *harness) runFor(spec string, killAfter, limit time.Duration) (killed bool, stderr string) {
 	t := h.t
 	t.Helper()
+	if spec != "" {
+		faulttest.Require(t)
+	}
 	cmd := exec.Command(h.prog, h.args()...)
 	var eb bytes.Buffer
 	cmd.Stderr = &eb

@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/onceflow/onceflow/audit"
-	"github.com/onceflow/onceflow/engine"
-	"github.com/onceflow/onceflow/kafkasink"
+	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 )
 
 // TestOutage kills the program after a batch's Kafka transaction began
@@ -20,6 +20,7 @@ import (
 // from offsets/N and commits it in a new transaction: nothing is lost and
 // nothing is doubled.
 func TestOutage(t *testing.T) {
+	faulttest.Require(t)
 	const timeout = 2 * time.Second
 	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
@@ -33,9 +34,9 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("first run killed:\n%s", stderr)
 	}
 	h.produce(cl, 250)
-	killed, stderr := h.run(kafkasink.FaultAfterProduce+"@2", 0)
-	if !killed || !strings.Contains(stderr, "onceflow-fault: "+kafkasink.FaultAfterProduce) {
-		t.Fatalf("not killed at %s:\n%s", kafkasink.FaultAfterProduce, stderr)
+	killed, stderr := h.run(fault.KafkaSinkAfterProduce+"@2", 0)
+	if !killed || !strings.Contains(stderr, "onceflow-fault: "+fault.KafkaSinkAfterProduce) {
+		t.Fatalf("not killed at %s:\n%s", fault.KafkaSinkAfterProduce, stderr)
 	}
 	// Down for longer than the transaction timeout; payments keep coming.
 	stop := h.keepProducing(10, 100*time.Millisecond)
@@ -74,7 +75,7 @@ func TestOutage(t *testing.T) {
 		}
 	}
 	t.Logf("killed at %s in batch %d, down %s (transaction timeout %s); after restart batch %d committed, %d payments reconciled",
-		kafkasink.FaultAfterProduce, down+1, timeout+1500*time.Millisecond, timeout, h.audit(ctx, sinkKafka).LastCommitted, h.sentCount())
+		fault.KafkaSinkAfterProduce, down+1, timeout+1500*time.Millisecond, timeout, h.audit(ctx, sinkKafka).LastCommitted, h.sentCount())
 }
 
 // TestBrokenGuard proves the audit sees the bug it exists for: with
@@ -83,6 +84,7 @@ func TestOutage(t *testing.T) {
 // re-run append that batch twice. The audit (API and command) must fail
 // and name the batch; the same run with the guard in place must pass.
 func TestBrokenGuard(t *testing.T) {
+	faulttest.Require(t)
 	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
 	for _, broken := range []bool{true, false} {
@@ -96,8 +98,8 @@ func TestBrokenGuard(t *testing.T) {
 			ctx := context.Background()
 			cl := h.client()
 			h.produce(cl, 300)
-			if killed, stderr := h.run(engine.FaultAfterSink+"@2", 0); !killed {
-				t.Fatalf("not killed at %s:\n%s", engine.FaultAfterSink, stderr)
+			if killed, stderr := h.run(fault.EngineAfterSink+"@2", 0); !killed {
+				t.Fatalf("not killed at %s:\n%s", fault.EngineAfterSink, stderr)
 			}
 			victim := h.audit(ctx, sinkLines).Pending
 			if killed, stderr := h.run("", 0); killed {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 )
 
 var long = flag.Bool("e2e.long", false, "more kills per fault point and more random kills")
@@ -43,8 +44,9 @@ var builds struct {
 	bins map[string]string
 }
 
-// buildProg compiles pkg once per test binary (with -race when the test
-// binary has it) and returns the program's path.
+// buildProg compiles pkg once per test binary (with the fault points
+// compiled in, and -race when the test binary has it) and returns the
+// program's path.
 func buildProg(t *testing.T, pkg string) string {
 	t.Helper()
 	builds.Lock()
@@ -61,7 +63,7 @@ func buildProg(t *testing.T, pkg string) string {
 		builds.bins = map[string]string{}
 	}
 	bin := filepath.Join(builds.dir, filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-tags", fault.Tag, "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -101,6 +103,9 @@ type outcome struct {
 // after killAfter when that is positive, and waits for it.
 func (p proc) run(t *testing.T, spec string, killAfter time.Duration) outcome {
 	t.Helper()
+	if spec != "" {
+		faulttest.Require(t)
+	}
 	cmd := exec.Command(p.bin, p.args...)
 	var eb bytes.Buffer
 	cmd.Stderr = &eb

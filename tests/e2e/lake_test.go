@@ -15,10 +15,10 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/filesink"
+	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/testenv"
-	"github.com/onceflow/onceflow/source/files"
 	"github.com/onceflow/onceflow/storage"
 	"github.com/onceflow/onceflow/storage/s3store"
 )
@@ -27,15 +27,15 @@ const lakePkg = "github.com/onceflow/onceflow/examples/lake"
 
 // lakePoints are the fault points the lake crash tests kill at.
 func lakePoints() []string {
-	return append(append([]string(nil), engine.FaultPoints...),
-		files.FaultAfterLog, files.FaultAfterCompact, files.FaultAfterLogPurge,
-		filesink.FaultBetweenFiles, filesink.FaultBeforeLog, filesink.FaultAfterLog, filesink.FaultCompaction)
+	return append(fault.EnginePoints(),
+		fault.FilesAfterLog, fault.FilesAfterCompact, fault.FilesAfterLogPurge,
+		fault.FileSinkBetweenFiles, fault.FileSinkBeforeLog, fault.FileSinkAfterLog, fault.FileSinkCompaction)
 }
 
 // hitsFor returns the hits of point to kill at, in turn: compaction runs
 // every 10th batch, so only its first hit in a run is sure to come.
 func hitsFor(point string) []int {
-	if point == filesink.FaultCompaction || point == files.FaultAfterCompact || point == files.FaultAfterLogPurge {
+	if point == fault.FileSinkCompaction || point == fault.FilesAfterCompact || point == fault.FilesAfterLogPurge {
 		return []int{1}
 	}
 	return []int{2, 1, 3}
@@ -45,6 +45,7 @@ func hitsFor(point string) []int {
 // engine, files source and filesink fault point and at random moments, with
 // files landing between runs, and checks the lake holds every payment once.
 func TestLakeCrashLocal(t *testing.T) {
+	faulttest.Require(t)
 	dir := t.TempDir()
 	store, err := storage.OpenLocal(filepath.Join(dir, "lake"), storage.LocalOptions{})
 	if err != nil {
@@ -62,6 +63,7 @@ func TestLakeCrashLocal(t *testing.T) {
 // slower; -e2e.long runs more). The child gets plain s3://bucket/prefix locations: the endpoint and
 // credentials come from the environment, as in production.
 func TestLakeCrashS3(t *testing.T) {
+	faulttest.Require(t)
 	loc := testenv.S3Bucket(t)
 	store, err := s3store.New(context.Background(), loc.Bucket, "lake", loc.Options)
 	if err != nil {
@@ -85,7 +87,7 @@ func lakeCrash(t *testing.T, p proc, in string, table storage.Store, perPoint in
 	c := &crashPlan{p: p, l: newLander(t, in, 11), files: 3, per: 40, kills: map[string]int{}, started: time.Now()}
 	points := lakePoints()
 	for _, point := range points {
-		if point == engine.FaultAfterState || point == engine.FaultDuringSnapshot {
+		if point == fault.EngineAfterState || point == fault.EngineDuringSnapshot {
 			continue // the lake query is stateless: no state, no snapshot
 		}
 		c.atPoint(t, point, perPoint, hitsFor(point)...)
@@ -94,7 +96,7 @@ func lakeCrash(t *testing.T, p proc, in string, table storage.Store, perPoint in
 	c.finish(t)
 	var reached []string
 	for _, p := range points {
-		if p != engine.FaultAfterState && p != engine.FaultDuringSnapshot {
+		if p != fault.EngineAfterState && p != fault.EngineDuringSnapshot {
 			reached = append(reached, p)
 		}
 	}

@@ -9,14 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
 
 const pgtotalsPkg = "github.com/onceflow/onceflow/examples/pgtotals"
 
 // The offsets-in-sink guard's fault points (foreachbatch/postgres).
-var pgPoints = []string{"pg-before-begin", "pg-after-progress", "pg-after-rows", "pg-after-commit"}
+var pgPoints = fault.PostgresPoints()
 
 // TestPGTotalsCrash runs examples/pgtotals under SIGKILL at every engine
 // fault point, at every step of the guard's transaction and at random
@@ -24,6 +25,7 @@ var pgPoints = []string{"pg-before-begin", "pg-after-progress", "pg-after-rows",
 // merchant_totals equals the totals of the input and that the job's
 // progress row holds the last committed batch.
 func TestPGTotalsCrash(t *testing.T) {
+	faulttest.Require(t)
 	dsn := testenv.PGURL(t)
 	dir := t.TempDir()
 	in, cp := filepath.Join(dir, "in"), filepath.Join(dir, "cp")
@@ -32,7 +34,7 @@ func TestPGTotalsCrash(t *testing.T) {
 		"-create-table", "-max-files-per-trigger", "1", "-retain", "4",
 	}}
 	c := &crashPlan{p: p, l: newLander(t, in, 29), files: 3, per: 40, kills: map[string]int{}, started: time.Now()}
-	points := append(append([]string(nil), engine.FaultPoints...), pgPoints...)
+	points := append(fault.EnginePoints(), pgPoints...)
 	for _, point := range points {
 		c.atPoint(t, point, killsPerPoint(), 2, 1, 3)
 	}

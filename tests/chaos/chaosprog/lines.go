@@ -16,12 +16,6 @@ import (
 	"github.com/onceflow/onceflow/internal/fault"
 )
 
-// Fault points of the foreachBatch function.
-const (
-	faultLinesMidRows     = "lines-mid-rows"     // half the batch's rows appended, no marker
-	faultLinesAfterMarker = "lines-after-marker" // rows and marker appended and synced
-)
-
 // lineSink is user code of the kind foreachBatch exists for: it appends a
 // batch's rows to a JSON-lines file, then a marker line {"done":N}, and
 // syncs. On the first batch of a process it finds the last marker and cuts
@@ -108,7 +102,7 @@ func (s *lineSink) apply(_ context.Context, batchID int64, schema *arrow.Schema,
 			if err := f.Sync(); err != nil {
 				return err
 			}
-			fault.Point(faultLinesMidRows)
+			fault.Point(fault.LinesMidRows)
 		}
 		if _, err := f.Write(l); err != nil {
 			return err
@@ -121,6 +115,6 @@ func (s *lineSink) apply(_ context.Context, batchID int64, schema *arrow.Schema,
 		return err
 	}
 	s.last = batchID
-	fault.Point(faultLinesAfterMarker)
+	fault.Point(fault.LinesAfterMarker)
 	return nil
 }

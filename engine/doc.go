@@ -1,9 +1,10 @@
 // Package engine defines streaming queries and runs them: the driver loop,
 // triggers, planning, the write-ahead offset log, recovery and progress. It
 // is the only package that sees sources, operators, state and sinks
-// together; nothing imports it but commands, examples and plugins on its
-// listener API (monitor). Sources and sinks implement the contracts of
-// package contract, which engine re-exports as aliases (contracts.go).
+// together. Nothing imports it but programs (cmd/, examples/, tests/,
+// bench/) and plugins on its listener API (monitor, see Listener); sources
+// and sinks implement the interfaces of package contract, which engine
+// re-exports as aliases (contracts.go). internal/lint keeps it so.
 //
 // # The life of batch N
 //

@@ -24,11 +24,10 @@ import (
 // lakeFixture is a checkpoint and a file-sink table, each in a directory of
 // its own so the test can copy and restore them.
 type lakeFixture struct {
-	t        *testing.T
-	cp       storage.Store
-	lakeDir  string
-	src      *seqSource
-	lateRows Sink
+	t       *testing.T
+	cp      storage.Store
+	lakeDir string
+	src     *seqSource
 }
 
 func newLakeFixture(t *testing.T) *lakeFixture {

@@ -89,7 +89,7 @@ func (p positions) check(ctx context.Context, role string, s Sink) error {
 			ErrIncompatibleRestart, role, describe(s), p.checkpoint, p.committed, p.committed+1, p.committed+1, p.checkpoint, p.committed+1)
 	default:
 		return fmt.Errorf("%w: %s %s has applied batches up to %d, but the checkpoint %s has committed batches up to %d: the output lost batches %d to %d (restored from a backup, a failover to a replica that lagged, an unclean leader election?), and going on from batch %d would never deliver them. "+
-			"The way out: fork the checkpoint from the output's next batch (onceflow checkpoint fork %s NEW --from-batch %d) and run the fork into a new output, which then holds batches %d on while this one keeps those up to %d; or run the query on a new checkpoint with a new output",
+			"The way out: fork the checkpoint from the output's next batch (onceflow checkpoint fork %s NEW --from-batch %d) and run the fork into a new output, which gets batches %d onwards (this output keeps those up to %d); or run the query on a new checkpoint with a new output",
 			ErrIncompatibleRestart, role, describe(s), id, p.checkpoint, p.committed, id+1, p.committed, p.committed+1, p.checkpoint, id+1, id+1, id)
 	}
 }

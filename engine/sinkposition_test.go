@@ -24,11 +24,10 @@ import (
 // lakeFixture is a checkpoint and a file-sink table, each in a directory of
 // its own so the test can copy and restore them.
 type lakeFixture struct {
-	t        *testing.T
-	cp       storage.Store
-	lakeDir  string
-	src      *seqSource
-	lateRows Sink
+	t       *testing.T
+	cp      storage.Store
+	lakeDir string
+	src     *seqSource
 }
 
 func newLakeFixture(t *testing.T) *lakeFixture {
@@ -111,6 +110,7 @@ func TestSinkBehindCheckpointIsRefused(t *testing.T) {
 	if !errors.Is(err, ErrIncompatibleRestart) {
 		t.Fatalf("a lake behind the checkpoint was accepted (err %v); commits now %v, lake at %d: batches 2 and 3 are lost", err, f.commits(), f.version())
 	}
+	t.Logf("refusal: %v", err)
 	for _, want := range []string{"files[", "up to 1", "up to 3", "batches 2 to 3", "onceflow checkpoint fork", "--from-batch 2", "new output"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)
@@ -133,6 +133,7 @@ func TestEmptySinkBehindCheckpointIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := f.run(30, f.sink())
+	t.Logf("refusal: %v", err)
 	if !errors.Is(err, ErrIncompatibleRestart) || !strings.Contains(err.Error(), "has applied no batch") || !strings.Contains(err.Error(), "up to 1") {
 		t.Fatalf("an empty lake under a checkpoint with commits: %v", err)
 	}

@@ -66,6 +66,7 @@ func TestLogWithMissingBatchesIsRefused(t *testing.T) {
 			if !errors.Is(err, ErrMissingBatches) || !errors.Is(err, offsetlog.ErrCorrupt) {
 				t.Fatalf("Version = %d, %v; want ErrMissingBatches", v, err)
 			}
+			t.Logf("refusal: %v", err)
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error does not say %q: %v", w, err)

@@ -29,7 +29,7 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 	if err != nil {
 		return err
 	}
-	r := &readRun{s: s, emit: emit, b: newBuilders(s.cfg.mem, s.schema, s.cols)}
+	r := &readRun{s: s, emit: emit, b: newBuilders(s.cfg.Mem, s.schema, s.cols)}
 	defer r.b.release()
 	if s.format == JSON {
 		r.json = newJSONParser(s.cols, s.cfg.layout)
@@ -84,7 +84,7 @@ func (r *readRun) bad(file string, line int, bv *badValue, raw []byte) error {
 // row appends a row whose cells all parsed and flushes a full record.
 func (r *readRun) row(cells []cell) error {
 	r.b.appendRow(cells)
-	if r.b.rows >= r.s.cfg.batchSize {
+	if r.b.rows >= r.s.cfg.BatchSize {
 		return r.b.flush(r.emit)
 	}
 	return nil

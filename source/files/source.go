@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/source/internal/offset"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -171,31 +171,16 @@ func (s *Source) Description() string {
 	return "files[" + filepath.Join(s.dir, s.cfg.glob) + "]"
 }
 
-// EncodeOffset returns the offset JSON of files log entry k.
-func EncodeOffset(k int64) json.RawMessage {
-	b := make([]byte, 0, 32)
-	b = append(b, `{"logOffset":`...)
-	b = strconv.AppendInt(b, k, 10)
-	return append(b, '}')
+// offsets is the codec of {"logOffset":k}.
+func offsets() offset.Codec {
+	return offset.Codec{Field: "logOffset", Min: -1, Var: "k", Err: ErrBadOffset}
 }
+
+// EncodeOffset returns the offset JSON of files log entry k.
+func EncodeOffset(k int64) json.RawMessage { return offsets().Encode(k) }
 
 // DecodeOffset parses an offset written by EncodeOffset.
-func DecodeOffset(off json.RawMessage) (int64, error) {
-	var o struct {
-		LogOffset *int64 `json:"logOffset"`
-	}
-	if err := json.Unmarshal(off, &o); err != nil || o.LogOffset == nil || *o.LogOffset < -1 {
-		return 0, fmt.Errorf("%w: %q: want {\"logOffset\":k} with k >= -1", ErrBadOffset, trunc(off))
-	}
-	return *o.LogOffset, nil
-}
-
-func trunc(b []byte) string {
-	if len(b) > 64 {
-		return string(b[:64]) + "…"
-	}
-	return string(b)
-}
+func DecodeOffset(off json.RawMessage) (int64, error) { return offsets().Decode(off) }
 
 // InitialOffset implements the source contract: {"logOffset":-1}.
 func (s *Source) InitialOffset(context.Context) (json.RawMessage, error) {
@@ -219,7 +204,7 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	case err == nil:
 		var m cleanupMark
 		if err := json.Unmarshal(data, &m); err != nil || (m.Version != 1 && m.Version != 2) || m.Through < -1 {
-			return fmt.Errorf("files: open checkpoint: %s/%s is not a version 1 or 2 cleanup record: %q", store.URL(), cleanupName, trunc(data))
+			return fmt.Errorf("files: open checkpoint: %s/%s is not a version 1 or 2 cleanup record: %q", store.URL(), cleanupName, offset.Trunc(data))
 		}
 		cleaned, markVersion = m.Through, m.Version
 	case !storage.IsNotExist(err):
@@ -316,7 +301,7 @@ func (s *Source) listEligible() ([]FileRecord, error) {
 	}
 	var cutoff int64
 	if s.cfg.minAge > 0 {
-		cutoff = s.cfg.clock().Add(-s.cfg.minAge).UnixNano()
+		cutoff = s.cfg.Clock().Add(-s.cfg.minAge).UnixNano()
 	}
 	tooOld := int64(noneTaken) // WithMaxFileAge: files modified before this are never taken
 	if s.cfg.maxAge > 0 && s.mu.newest != noneTaken {
@@ -425,16 +410,9 @@ func (s *Source) listNew() (LogEntry, error) {
 
 // entriesIn returns the logged entries start+1..end, in order.
 func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, []LogEntry, error) {
-	from, err := DecodeOffset(start)
+	from, to, err := offsets().Range(start, end)
 	if err != nil {
 		return nil, nil, err
-	}
-	to, err := DecodeOffset(end)
-	if err != nil {
-		return nil, nil, err
-	}
-	if to < from {
-		return nil, nil, fmt.Errorf("%w: range end %d before start %d", ErrBadOffset, to, from)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

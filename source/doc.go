@@ -28,7 +28,7 @@
 //   - source/files: a landing directory of JSON-lines, CSV or Parquet
 //     files. Offset {"logOffset":k}, an entry of the source's own files
 //     log in the checkpoint, written before the engine's offsets/N: the
-//     files batch k took, with size, modification time and SHA-256, so a
+//     files batch k took, with size, modification time and XXH64, so a
 //     re-run reads exactly the same bytes. A taken file that changes fails
 //     the batch or the next plan (*ChangedError), or, with WithDeadLetter,
 //     its bytes that no batch read are copied there. A name is never taken

@@ -117,7 +117,7 @@ func TestTakenFileChangedFailsTheBatch(t *testing.T) {
 // taken file in place and restores its modification time (cp -p, rsync -t,
 // touch -r) leaves size and modification time as taken. Regression: the
 // batch read the new content as if it were the taken one; now the files
-// log records the SHA-256 of the taken bytes and Read refuses other bytes.
+// log records the XXH64 of the taken bytes and Read refuses other bytes.
 func TestRewriteKeepingSizeAndModTimeFailsTheBatch(t *testing.T) {
 	dir := t.TempDir()
 	landing(t, dir, "a.json", takenContent, 0)
@@ -125,7 +125,7 @@ func TestRewriteKeepingSizeAndModTimeFailsTheBatch(t *testing.T) {
 	latest(t, s, -1)
 	landing(t, dir, "a.json", strings.Replace(takenContent, "1250", "9999", 1), 0)
 	got, err := rows(t, s, -1, 0)
-	if !errors.Is(err, ErrFileChanged) || !strings.Contains(err.Error(), "sha256") {
+	if !errors.Is(err, ErrFileChanged) || !strings.Contains(err.Error(), "xxh64") {
 		t.Fatalf("rows %v, err %v; want ErrFileChanged naming the digest", got, err)
 	}
 }
@@ -454,5 +454,22 @@ func TestOtherBytesFailInEveryFormat(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDigestIsCanonicalXXH64: the files log records XXH64 (seed 0) as 16
+// hex digits in the order xxhsum -H1 prints, so an operator can check a
+// file against its record.
+func TestDigestIsCanonicalXXH64(t *testing.T) {
+	dir := t.TempDir()
+	landing(t, dir, "abc.json", "abc", 0)
+	landing(t, dir, "empty.json", "", time.Second)
+	s := open(t, checkpoint(t), dir, JSON, payments())
+	latest(t, s, -1)
+	s.mu.Lock()
+	fs := s.mu.entries[0].Files
+	s.mu.Unlock()
+	if got := fmt.Sprintf("%s=%s %s=%s", fs[0].Name, fs[0].XXH64, fs[1].Name, fs[1].XXH64); got != "abc.json=44bc2cf5ad770999 empty.json=ef46db3751d8e999" {
+		t.Fatalf("digests %s", got)
 	}
 }

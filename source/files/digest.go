@@ -1,7 +1,6 @@
 package files
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -9,14 +8,31 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/cespare/xxhash/v2"
 )
+
+// The digest of taken bytes is XXH64 (seed 0), written as 16 hex digits
+// in the canonical, big-endian order that xxhsum -H1 prints. It detects
+// accidental changes (a rewrite that keeps size and modification time); a
+// collision by chance is about 2^-64 per change. It is not cryptographic:
+// whoever can write the landing directory can add files anyway. SHA-256
+// runs at about a tenth of its speed on CPUs without SHA instructions
+// (BenchmarkDigest/hash), and every taken byte is hashed twice (take and
+// Read).
+
+// newDigest returns the hash of taken bytes.
+func newDigest() hash.Hash { return xxhash.New() }
+
+// sumHex renders h's digest as the log records it.
+func sumHex(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
 // hashBuf is the read size of hashing.
 const hashBuf = 256 << 10
 
 // digest opens the landing file name and returns its record: size and
-// modification time from the open file, and the SHA-256 of all its bytes.
-// With at >= 0 it also returns the SHA-256 of its first at bytes ("" when
+// modification time from the open file, and the XXH64 of all its bytes.
+// With at >= 0 it also returns the XXH64 of its first at bytes ("" when
 // the file is shorter). ok is false when the file vanished or is no longer
 // a regular file, or shrank while it was hashed (the next listing looks
 // again). s.mu is held.
@@ -38,19 +54,19 @@ func (s *Source) digest(name string, at int64) (rec FileRecord, prefix string, o
 		return rec, "", false, nil
 	}
 	size := st.Size()
-	h := sha256.New()
+	h := newDigest()
 	buf := make([]byte, hashBuf)
 	done := int64(0)
 	if at >= 0 && at <= size {
 		if err := hashN(h, fh, at, buf); err != nil {
 			return rec, "", false, s.hashErr(path, err)
 		}
-		prefix, done = hex.EncodeToString(h.Sum(nil)), at
+		prefix, done = sumHex(h), at
 	}
 	if err := hashN(h, fh, size-done, buf); err != nil {
 		return rec, "", false, s.hashErr(path, err)
 	}
-	rec = FileRecord{Name: name, Size: size, ModTime: st.ModTime().UnixNano(), SHA256: hex.EncodeToString(h.Sum(nil))}
+	rec = FileRecord{Name: name, Size: size, ModTime: st.ModTime().UnixNano(), XXH64: sumHex(h)}
 	return rec, prefix, true, nil
 }
 
@@ -81,18 +97,18 @@ func hashN(h hash.Hash, r io.Reader, n int64, buf []byte) error {
 // shrank while hashed, or is as recorded after all. s.mu is held.
 func (s *Source) changedFile(name string, t takenFile) (ChangedFile, bool, error) {
 	at := int64(-1)
-	if t.SHA256 != "" {
+	if t.XXH64 != "" {
 		at = t.Size
 	}
 	rec, prefix, ok, err := s.digest(name, at)
 	if err != nil || !ok {
 		return ChangedFile{}, false, err
 	}
-	if rec.Size == t.Size && rec.ModTime == t.ModTime && (t.SHA256 == "" || rec.SHA256 == t.SHA256) {
+	if rec.Size == t.Size && rec.ModTime == t.ModTime && (t.XXH64 == "" || rec.XXH64 == t.XXH64) {
 		return ChangedFile{}, false, nil
 	}
 	c := ChangedFile{FileRecord: rec, Entry: t.entry, PrevSize: t.Size, PrevModTime: t.ModTime}
-	if prefix != "" && prefix == t.SHA256 {
+	if prefix != "" && prefix == t.XXH64 {
 		c.From = t.Size
 	}
 	return c, true, nil

@@ -15,7 +15,7 @@
 //
 // A landed file never changes. The source holds writers to that: it
 // records each file it takes with its size, modification time and the
-// SHA-256 of its bytes, and a batch reads exactly those bytes or fails.
+// XXH64 of its bytes, and a batch reads exactly those bytes or fails.
 // A taken file found changed is never skipped silently:
 //
 //   - Read of the batch that took it fails with a *ChangedError
@@ -53,7 +53,7 @@
 //
 // The source keeps a log in its checkpoint folder (OpenCheckpoint):
 // files/<k> is source batch k's entry, the exact list of files it took
-// (name, size, modification time, SHA-256 of the taken bytes) in the
+// (name, size, modification time, XXH64 of the taken bytes) in the
 // order they are read, and the changed files it dead-letters, written
 // put-if-absent with offsetlog. LatestOffset hashes each file it takes, so
 // planning reads every new file once. The offset is {"logOffset":k}; the initial
@@ -176,12 +176,13 @@
 // # Lifecycle and concurrency
 //
 // New, OpenCheckpoint, then LatestOffset / Read / Commit as the engine
-// plans, runs and commits batches. The taken set and every remembered
-// entry's file list are kept in memory (rebuilt by OpenCheckpoint, which
-// writes nothing and may run next to a live query, as the audit does: when
-// a compaction of that query deletes what it was reading, it reads again
-// from the newer compact entry); without WithMaxFileAge they grow with the
-// number of files ever taken, as does the compact entry. A Source is safe
+// plans, runs and commits batches. The taken set (each name's newest
+// record, digest included) and every remembered entry's file list are
+// kept in memory (rebuilt by OpenCheckpoint, which writes nothing and may
+// run next to a live query, as the audit does: when a compaction of that
+// query deletes what it was reading, it reads again from the newer compact
+// entry); without WithMaxFileAge they grow with the number of files ever
+// taken, as does the compact entry. A Source is safe
 // for concurrent use; Read emits records of at most WithBatchSize rows
 // (default 65536), spanning files, and releases each after emit returns.
 //

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,7 +148,7 @@ func openStat(path string) (*os.File, os.FileInfo, error) {
 }
 
 // readFile reads the taken file f of entry k as it was taken: its first
-// f.Size bytes, whose SHA-256 must be f.SHA256 (when recorded). A file of
+// f.Size bytes, whose XXH64 must be f.XXH64 (when recorded). A file of
 // another size or modification time fails it, unless a dead-letter
 // directory is configured and the taken bytes are still there, whole
 // lines: those are read, and the listing dead-letters the rest in a later
@@ -176,23 +174,23 @@ func (r *readRun) readFile(k int64, f FileRecord) error {
 				"To go on: " + restore + ", or configure WithDeadLetter: the taken bytes are then read when they are still there, and the rest is copied to the dead-letter directory by a later batch")
 		case size < f.Size:
 			return changed("the bytes the batch took are gone, so no attempt can read what it read; " + restore)
-		case f.SHA256 == "":
+		case f.XXH64 == "":
 			return changed("the entry was written before the files log recorded digests, so the taken bytes cannot be told from others; " + restore)
 		case r.s.format != Parquet && f.Size > 0 && size > f.Size && !endsLine(fh, f.Size):
 			return changed("the file grew and its taken bytes end inside a line, so the last taken line was cut (a writer was still writing) and cannot be read as it was taken; " + restore)
 		}
 	}
 	var h hash.Hash
-	if f.SHA256 != "" {
-		h = sha256.New()
+	if f.XXH64 != "" {
+		h = newDigest()
 	}
 	verify := func(n int64) error {
 		if n != f.Size {
 			return changed(fmt.Sprintf("it ended at byte %d while it was read", n))
 		}
 		if h != nil {
-			if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
-				return changed(fmt.Sprintf("its first %d bytes have sha256 %s, not %s as taken: it was rewritten (keeping its size and modification time, or while it was read); restore it as taken", f.Size, got, f.SHA256))
+			if got := sumHex(h); got != f.XXH64 {
+				return changed(fmt.Sprintf("its first %d bytes have xxh64 %s, not %s as taken: it was rewritten (keeping its size and modification time, or while it was read); restore it as taken", f.Size, got, f.XXH64))
 			}
 		}
 		return nil
@@ -288,7 +286,7 @@ func (r *readRun) deadLetterChange(ctx context.Context, k int64, i int, c Change
 	if size < c.Size {
 		return changed("the bytes the entry copies to the dead-letter directory are gone")
 	}
-	h := sha256.New()
+	h := newDigest()
 	if _, err := io.CopyBuffer(h, io.NewSectionReader(fh, 0, c.From), make([]byte, hashBuf)); err != nil {
 		return fmt.Errorf("files: read %s: %w", path, err)
 	}
@@ -297,8 +295,8 @@ func (r *readRun) deadLetterChange(ctx context.Context, k int64, i int, c Change
 		return fmt.Errorf("files: read %s: %w", path, err)
 	}
 	h.Write(rest)
-	if got := hex.EncodeToString(h.Sum(nil)); got != c.SHA256 {
-		return changed(fmt.Sprintf("its first %d bytes have sha256 %s, not %s as the listing found them", c.Size, got, c.SHA256))
+	if got := sumHex(h); got != c.XXH64 {
+		return changed(fmt.Sprintf("its first %d bytes have xxh64 %s, not %s as the listing found them", c.Size, got, c.XXH64))
 	}
 	d := deadLetter{File: path}
 	if len(rest) > 0 {

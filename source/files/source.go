@@ -35,9 +35,9 @@ type FileRecord struct {
 	Name    string `json:"name"`    // base name in the landing directory
 	Size    int64  `json:"size"`    // bytes, when taken; Read reads exactly these
 	ModTime int64  `json:"modTime"` // Unix nanoseconds, when taken
-	// SHA256 is the hex SHA-256 of bytes [0, Size) when taken: Read
+	// XXH64 is the XXH64 of bytes [0, Size) when taken, 16 hex digits: Read
 	// refuses other bytes. Empty in version 1 entries.
-	SHA256 string `json:"sha256,omitempty"`
+	XXH64 string `json:"xxh64,omitempty"`
 }
 
 // ChangedFile is a taken file that a later listing found with another
@@ -46,14 +46,14 @@ type FileRecord struct {
 // entry copies the bytes no batch read, [From, Size), to the dead-letter
 // directory; without a dead-letter directory the listing fails instead.
 type ChangedFile struct {
-	// FileRecord is the file as the listing found it: its SHA256 covers
+	// FileRecord is the file as the listing found it: its XXH64 covers
 	// all of its Size bytes.
 	FileRecord
 	Entry       int64 `json:"entry"`       // the entry holding the file's previous record
 	PrevSize    int64 `json:"prevSize"`    // the size that record holds
 	PrevModTime int64 `json:"prevModTime"` // the modification time that record holds
 	// From is the first byte no batch read: PrevSize when the file's first
-	// PrevSize bytes are the recorded ones (their SHA-256 matches), else 0
+	// PrevSize bytes are the recorded ones (their XXH64 matches), else 0
 	// (the file was replaced, or the record has no digest).
 	From int64 `json:"from"`
 }

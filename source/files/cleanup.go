@@ -19,12 +19,14 @@ import (
 // compacts the files log when end reached a compaction boundary
 // (WithLogCompactInterval).
 //
-// It is idempotent: a file already moved or removed is skipped, and a file
-// whose size or modification time differs from the logged one is a new
-// file under a reused name and is left alone; a compact entry is written
-// put-if-absent with the same bytes on every attempt, and the objects it
-// replaces are deleted only once it is durable. A crash in the middle and a
-// second call are harmless.
+// It is idempotent: a file already moved or removed is skipped; a file
+// whose size or modification time differs from the record is left alone
+// (the listing finds it changed, and the entry that logs the change
+// cleans it up), as is one whose name the archive already holds for
+// another file; a compact entry is written put-if-absent with the same
+// bytes on every attempt, and the objects it replaces are deleted only
+// once it is durable. A crash in the middle and a second call are
+// harmless.
 func (s *Source) Commit(ctx context.Context, end json.RawMessage) error {
 	k, err := DecodeOffset(end)
 	if err != nil {
@@ -61,12 +63,18 @@ func (s *Source) cleanupThrough(ctx context.Context, k int64) error {
 			return err
 		}
 		// A forgotten entry (WithMaxFileAge) has no files left to name.
-		for i, f := range s.mu.entries[j] {
+		e := s.mu.entries[j]
+		for i, f := range e.Files {
 			if err := s.cleanOne(f); err != nil {
 				return err
 			}
 			if i == 0 {
 				fault.Point(fault.FilesMidCleanup)
+			}
+		}
+		for _, c := range e.Changed {
+			if err := s.cleanOne(c.FileRecord); err != nil {
+				return err
 			}
 		}
 	}
@@ -105,12 +113,21 @@ func (s *Source) cleanOne(f FileRecord) error {
 		return fmt.Errorf("files: cleanup: %w", err)
 	}
 	if !st.Mode().IsRegular() || st.Size() != f.Size || st.ModTime().UnixNano() != f.ModTime {
-		return nil // another file now has this name; it is never taken
+		// Changed since this record: the listing fails on it, or logs the
+		// change in a later entry whose cleanup handles it.
+		return nil
 	}
 	if s.cfg.cleanup.remove {
 		err = os.Remove(path)
 	} else {
 		dst := filepath.Join(s.cfg.cleanup.archive, f.Name)
+		if ast, aerr := os.Lstat(dst); aerr == nil && (ast.Size() != f.Size || ast.ModTime().UnixNano() != f.ModTime) {
+			// The archive holds an earlier file of this name (one a later
+			// listing found changed, or a forgotten name taken again):
+			// never replace it, a re-read of its entry needs it. This one
+			// stays in place; the listing finds it as recorded.
+			return nil
+		}
 		err = os.Rename(path, dst)
 		if errors.Is(err, syscall.EXDEV) {
 			err = moveAcross(path, dst)
@@ -138,6 +155,14 @@ func moveAcross(src, dst string) (err error) {
 	}
 	_, err = io.Copy(out, in)
 	err = errors.Join(err, out.Sync(), out.Close())
+	if err == nil {
+		// Keep the modification time, which identifies the copy as the
+		// recorded file (cleanOne, after a crash that left both).
+		var st os.FileInfo
+		if st, err = in.Stat(); err == nil {
+			err = os.Chtimes(tmp, st.ModTime(), st.ModTime())
+		}
+	}
 	if err == nil {
 		err = os.Rename(tmp, dst)
 	}

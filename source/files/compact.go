@@ -24,6 +24,7 @@ const noneTaken = math.MinInt64
 // set. An entry id up to Through that Entries lacks was forgotten
 // (WithMaxFileAge).
 type compactEntry struct {
+	Version int   `json:"version,omitempty"` // logVersion; 0 (absent) in version 1
 	Through int64 `json:"through"`
 	// NewestModTime is the newest modification time (Unix nanoseconds) of
 	// any file entries 0…Through took, forgotten ones included.
@@ -41,13 +42,14 @@ type compactEntry struct {
 
 // compactedLog is one entry inside a compact entry.
 type compactedLog struct {
-	K     int64        `json:"k"`
-	Files []FileRecord `json:"files"`
+	K       int64         `json:"k"`
+	Files   []FileRecord  `json:"files"`
+	Changed []ChangedFile `json:"changed,omitempty"`
 }
 
 // loaded is what OpenCheckpoint rebuilds from the log.
 type loaded struct {
-	entries       map[int64][]FileRecord
+	entries       map[int64]LogEntry
 	latest        int64 // highest entry id, -1 for none
 	compacted     int64 // id of the newest compact entry, -1 for none
 	newest        int64 // newest taken modification time, noneTaken for none
@@ -93,7 +95,7 @@ func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEnt
 // started from, -1 for none.
 func loadOnce(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEntry], clog *offsetlog.Log[compactEntry]) (l loaded, base int64, err error) {
 	base = -1
-	l = loaded{entries: map[int64][]FileRecord{}, latest: -1, compacted: -1, newest: noneTaken, compactNewest: noneTaken, forgotten: noneTaken}
+	l = loaded{entries: map[int64]LogEntry{}, latest: -1, compacted: -1, newest: noneTaken, compactNewest: noneTaken, forgotten: noneTaken}
 	cids, err := clog.List(ctx)
 	if err != nil {
 		return l, base, err
@@ -115,7 +117,7 @@ func loadOnce(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEn
 				return l, base, &offsetlog.CorruptionError{File: name, Reason: fmt.Sprintf("entry %d out of order or beyond %d", e.K, c)}
 			}
 			prev = e.K
-			l.entries[e.K] = e.Files
+			l.entries[e.K] = LogEntry{Version: ce.Version, Files: e.Files, Changed: e.Changed}
 		}
 		l.compacted, l.latest, l.newest, l.compactNewest = c, c, ce.NewestModTime, ce.NewestModTime
 		if ce.ForgottenModTime != nil {
@@ -139,10 +141,8 @@ func loadOnce(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEn
 		if err != nil {
 			return l, base, err
 		}
-		l.entries[id] = e.Files
-		for _, f := range e.Files {
-			l.newest = max(l.newest, f.ModTime)
-		}
+		l.entries[id] = e
+		l.newest = max(l.newest, newestIn(e))
 		l.latest = id
 	}
 	return l, base, nil
@@ -195,11 +195,11 @@ func (s *Source) compactThrough(ctx context.Context, k int64) error {
 func (s *Source) writeCompact(ctx context.Context, c int64) error {
 	newest := s.mu.compactNewest
 	for j := s.mu.compacted + 1; j <= c; j++ {
-		for _, f := range s.mu.entries[j] {
-			newest = max(newest, f.ModTime)
+		if e, ok := s.mu.entries[j]; ok {
+			newest = max(newest, newestIn(e))
 		}
 	}
-	ce := compactEntry{Through: c, NewestModTime: newest, Entries: []compactedLog{}}
+	ce := compactEntry{Version: logVersion, Through: c, NewestModTime: newest, Entries: []compactedLog{}}
 	var cutoff int64 = noneTaken
 	if s.cfg.maxAge > 0 && newest != noneTaken {
 		cutoff = newest - int64(s.cfg.maxAge)
@@ -208,15 +208,13 @@ func (s *Source) writeCompact(ctx context.Context, c int64) error {
 	var forgotten []int64
 	forgottenMT := s.mu.forgotten
 	for _, j := range s.liveThrough(c) {
-		fs := s.mu.entries[j]
-		if cutoff != noneTaken && allBefore(fs, cutoff) {
+		e := s.mu.entries[j]
+		if cutoff != noneTaken && newestIn(e) < cutoff {
 			forgotten = append(forgotten, j)
-			for _, f := range fs {
-				forgottenMT = max(forgottenMT, f.ModTime)
-			}
+			forgottenMT = max(forgottenMT, newestIn(e))
 			continue
 		}
-		ce.Entries = append(ce.Entries, compactedLog{K: j, Files: fs})
+		ce.Entries = append(ce.Entries, compactedLog{K: j, Files: e.Files, Changed: e.Changed})
 	}
 	if forgottenMT != noneTaken {
 		ce.ForgottenModTime = &forgottenMT
@@ -229,7 +227,7 @@ func (s *Source) writeCompact(ctx context.Context, c int64) error {
 		for _, j := range forgotten {
 			delete(s.mu.entries, j)
 		}
-		s.mu.taken = takenNames(s.mu.entries)
+		s.mu.taken = takenFiles(s.mu.entries)
 	}
 	s.mu.compacted, s.mu.compactNewest, s.mu.forgotten, s.mu.stale = c, newest, forgottenMT, true
 	return nil
@@ -248,21 +246,35 @@ func (s *Source) liveThrough(c int64) []int64 {
 	return ids
 }
 
-func allBefore(fs []FileRecord, cutoff int64) bool {
-	for _, f := range fs {
-		if f.ModTime >= cutoff {
-			return false
-		}
+// newestIn is the newest modification time of the files entry e took or
+// logged as changed, noneTaken for none.
+func newestIn(e LogEntry) int64 {
+	newest := int64(noneTaken)
+	for _, f := range e.Files {
+		newest = max(newest, f.ModTime)
 	}
-	return true
+	for _, c := range e.Changed {
+		newest = max(newest, c.ModTime)
+	}
+	return newest
 }
 
-// takenNames is the set of names the entries took.
-func takenNames(entries map[int64][]FileRecord) map[string]struct{} {
-	taken := make(map[string]struct{})
-	for _, fs := range entries {
-		for _, f := range fs {
-			taken[f.Name] = struct{}{}
+// takenFiles is the newest record of every name the entries took, by
+// entry order: its take, or the change of the highest entry that logged
+// one.
+func takenFiles(entries map[int64]LogEntry) map[string]takenFile {
+	ids := make([]int64, 0, len(entries))
+	for k := range entries {
+		ids = append(ids, k)
+	}
+	slices.Sort(ids)
+	taken := make(map[string]takenFile)
+	for _, k := range ids {
+		for _, f := range entries[k].Files {
+			taken[f.Name] = takenFile{FileRecord: f, entry: k}
+		}
+		for _, c := range entries[k].Changed {
+			taken[c.Name] = takenFile{FileRecord: c.FileRecord, entry: k}
 		}
 	}
 	return taken

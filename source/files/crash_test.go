@@ -125,11 +125,11 @@ func TestCrashAtFaultPoints(t *testing.T) {
 				}
 				seen := map[string]int{}
 				for k := int64(0); k <= s.mu.latest; k++ {
-					fs, ok := s.mu.entries[k]
+					e, ok := s.mu.entries[k]
 					if !ok {
 						t.Fatalf("entry %d missing", k)
 					}
-					for _, f := range fs {
+					for _, f := range e.Files {
 						seen[f.Name]++
 					}
 				}

@@ -16,11 +16,19 @@ type deadLetter struct {
 	Column string `json:"column,omitempty"`
 	Reason string `json:"reason"`
 	Raw    string `json:"raw"`
+	// Copy names, inside the dead-letter directory, the file holding the
+	// bytes of a changed file that no batch read (ChangedName).
+	Copy string `json:"copy,omitempty"`
 }
 
 // DeadLetterName returns the name, inside the dead-letter directory, of the
 // file holding the bad lines of files log entry k.
 func DeadLetterName(k int64) string { return fmt.Sprintf("deadletter-%020d.jsonl", k) }
+
+// ChangedName returns the name, inside the dead-letter directory, of the
+// file holding the bytes no batch read of the i-th changed file (0-based)
+// that files log entry k logged.
+func ChangedName(k int64, i int) string { return fmt.Sprintf("deadletter-%020d-%d.changed", k, i) }
 
 // writeDeadLetters replaces entry k's dead-letter file, atomically.
 func (s *Source) writeDeadLetters(ctx context.Context, k int64, dead []deadLetter) error {

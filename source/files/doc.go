@@ -13,28 +13,50 @@
 // Writers that cannot rename can use WithMinFileAge, which makes files
 // eligible only once their modification time is that old.
 //
-// A batch reads exactly the bytes a file had when it was taken (its logged
-// size); bytes appended later are never read. A taken file that is gone or
-// shorter (Parquet: of another size) fails Read with ErrFileChanged.
+// A landed file never changes. The source holds writers to that: it
+// records each file it takes with its size, modification time and the
+// XXH64 of its bytes, and a batch reads exactly those bytes or fails.
+// A taken file found changed is never skipped silently:
 //
-// A file name, once taken, is never taken again, even if a file of that
-// name reappears later: the log of taken names is the source's memory, and
-// it lives as long as the checkpoint. WithMaxFileAge(d) trades that for a
-// bounded memory, as Spark's maxFileAge: with N the newest modification
-// time of any file taken so far, a file modified before N-d is never
-// taken, and names that old are forgotten at the next compaction (a file
-// that reappears under a forgotten name with a recent modification time is
-// new). The compact entry remembers the newest modification time of a
-// forgotten file, and no later run takes a file modified at or before it,
-// even with a larger age or without WithMaxFileAge: a forgotten name is
+//   - Read of the batch that took it fails with a *ChangedError
+//     (ErrFileChanged) naming the file, the recorded and the present size,
+//     and both modification times when they differ, when the file is gone,
+//     has another size or modification time, or other bytes (a rewrite that
+//     kept size and modification time is caught by the digest). With
+//     WithDeadLetter the batch instead reads the taken bytes when they are
+//     still there as whole lines (the file only grew, or was touched), so
+//     every attempt of the batch emits the same rows; when they are gone
+//     (cut short, rewritten, or the last taken line was cut by a writer
+//     still writing) it fails even then, since no attempt could emit what
+//     an earlier one did.
+//   - LatestOffset compares every listed taken name with its newest
+//     record. Without a dead-letter directory a difference fails it with a
+//     *ChangedError, so the query stops before the bytes no batch read are
+//     lost; the way out is to restore the file, move it away, or configure
+//     WithDeadLetter. With one, the change is logged in the next entry, and
+//     Read of that entry copies the bytes no batch read to the dead-letter
+//     directory (see Bad input). A rewrite that kept size and modification
+//     time is found only by a Read of its batch.
+//
+// A file name, once taken, is never taken again as a new file: a file that
+// reappears under a taken name is a change of that file. WithMaxFileAge(d)
+// trades that for a bounded memory, as Spark's maxFileAge: with N the newest
+// modification time of any file taken so far, a file modified before N-d
+// is never taken, and names that old are forgotten at the next compaction
+// (a file that reappears under a forgotten name with a recent modification
+// time is new). The compact entry remembers the newest modification time
+// of a forgotten file, and no later run takes a file modified at or before
+// it, even with a larger age or without WithMaxFileAge: a forgotten name is
 // never taken again under its old modification time.
 //
 // # Offsets and the files log
 //
 // The source keeps a log in its checkpoint folder (OpenCheckpoint):
 // files/<k> is source batch k's entry, the exact list of files it took
-// (name, size, modification time) in the order they are read, written
-// put-if-absent with offsetlog. The offset is {"logOffset":k}; the initial
+// (name, size, modification time, XXH64 of the taken bytes) in the
+// order they are read, and the changed files it dead-letters, written
+// put-if-absent with offsetlog. LatestOffset hashes each file it takes, so
+// planning reads every new file once. The offset is {"logOffset":k}; the initial
 // offset is {"logOffset":-1}. A batch from start to end reads the entries
 // start+1 … end.
 //
@@ -44,11 +66,12 @@
 // compaction forgot fails it with ErrBadOffset. Otherwise it lists the
 // directory, takes the files no entry took, in (modification time, name)
 // order, at most WithMaxFilesPerTrigger of them (default: all, as Spark's
-// maxFilesPerTrigger), writes entry start+1, and returns it. With nothing
-// new it returns start.
+// maxFilesPerTrigger) counting the changed files it logs, writes entry
+// start+1, and returns it. With nothing new it returns start.
 //
 // PrepareAvailableNow lists the directory once; later batches take only
-// files from that listing.
+// files from that listing, and log only the changes it saw (a file that
+// changes again during the run waits for the next run, so the run ends).
 //
 // # Compaction
 //
@@ -123,25 +146,43 @@
 // file-level problem (unreadable Parquet, a header without a required
 // column) sends one dead letter with line 0 and skips the file.
 //
+// A changed file that entry k logged goes there too: its bytes no batch
+// read are copied, exactly, to dir/deadletter-<k>-<i>.changed (i its
+// place among the entry's changed files; ChangedName) and noted in
+// deadletter-<k>.jsonl with line 0, a reason naming both records, and
+// "copy" naming the file. The bytes no batch read are those after the
+// previously recorded size when the file's first bytes are still the
+// recorded ones (it grew), else all of them (it was cut short or
+// replaced); a file only touched has none, and gets the note alone. Read
+// checks the bytes against the digest the listing recorded and fails when
+// they are not those, so every attempt of the entry writes the same bytes;
+// the next change of the file is logged by a later entry and copies only
+// what came after. The copy is held in memory while it is written. An
+// entry that logged changed files cannot be read without WithDeadLetter.
+//
 // # Cleanup
 //
 // WithCleanup(Archive(dir)) or WithCleanup(Delete()): Commit, called by the
 // engine after a batch committed, moves or deletes the files of every entry
 // up to that batch, then records how far it got in the object "cleanup" of
 // the checkpoint folder. It only touches a file whose size and modification
-// time still match the log, skips files already gone, and so may run again
-// after a crash. Read also looks for a taken file in the archive, so a
-// range can be read again after its files were moved.
+// time still match the record, skips files already gone, never replaces an
+// archived file of another size or modification time (an earlier file of
+// the same name: it stays in place), and so may run again after a crash.
+// A copy across file systems keeps the modification time. Read also looks
+// for a taken file in the archive (there, only its size and digest are
+// compared), so a range can be read again after its files were moved.
 //
 // # Lifecycle and concurrency
 //
 // New, OpenCheckpoint, then LatestOffset / Read / Commit as the engine
-// plans, runs and commits batches. The taken set and every remembered
-// entry's file list are kept in memory (rebuilt by OpenCheckpoint, which
-// writes nothing and may run next to a live query, as the audit does: when
-// a compaction of that query deletes what it was reading, it reads again
-// from the newer compact entry); without WithMaxFileAge they grow with the
-// number of files ever taken, as does the compact entry. A Source is safe
+// plans, runs and commits batches. The taken set (each name's newest
+// record, digest included) and every remembered entry's file list are
+// kept in memory (rebuilt by OpenCheckpoint, which writes nothing and may
+// run next to a live query, as the audit does: when a compaction of that
+// query deletes what it was reading, it reads again from the newer compact
+// entry); without WithMaxFileAge they grow with the number of files ever
+// taken, as does the compact entry. A Source is safe
 // for concurrent use; Read emits records of at most WithBatchSize rows
 // (default 65536), spanning files, and releases each after emit returns.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var (
@@ -17,9 +18,11 @@ var (
 	// ErrNotOpen is returned by LatestOffset, Read and Commit before
 	// OpenCheckpoint.
 	ErrNotOpen = errors.New("files: OpenCheckpoint was not called")
-	// ErrFileChanged is returned by Read when a file a batch took is gone,
-	// shorter than when it was taken, or (Parquet) of another size: the
-	// landing contract was broken and the batch cannot be replayed.
+	// ErrFileChanged marks every *ChangedError (a taken file is not as
+	// recorded: gone, of another size or modification time, or of other
+	// bytes; the landing contract was broken), and the error of Read for
+	// an entry that logged changed files when no dead-letter directory is
+	// configured.
 	ErrFileChanged = errors.New("files: taken file changed")
 	// ErrInput marks every *InputError, for errors.Is.
 	ErrInput = errors.New("files: bad input")
@@ -56,6 +59,45 @@ func (e *InputError) Error() string {
 
 // Is makes errors.Is(err, ErrInput) true.
 func (e *InputError) Is(target error) bool { return target == ErrInput }
+
+// ChangedError is a taken file found changed: by Read, when a batch's file
+// is not as the files log recorded it, or by LatestOffset, when the listing
+// finds a taken name with another size or modification time than recorded
+// and no dead-letter directory was configured to receive the bytes no
+// batch read. errors.Is(err, ErrFileChanged) is true.
+type ChangedError struct {
+	File  string // path of the file (in the landing directory or the archive)
+	Entry int64  // the files log entry that recorded the file as it should be
+	// TakenSize and TakenModTime (Unix nanoseconds) are the recorded ones;
+	// Size and ModTime are the file's now (Size -1 when it is gone).
+	TakenSize, Size       int64
+	TakenModTime, ModTime int64
+	Reason                string // what it means and the way out
+}
+
+func (e *ChangedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "files: taken file changed: %s, recorded by files log entry %d with %d bytes", e.File, e.Entry, e.TakenSize)
+	if e.Size < 0 {
+		b.WriteString(", is gone")
+	} else {
+		fmt.Fprintf(&b, ", has %d bytes now", e.Size)
+		if e.ModTime != e.TakenModTime {
+			fmt.Fprintf(&b, " and was modified at %s (at %s when recorded)", fmtTime(e.ModTime), fmtTime(e.TakenModTime))
+		}
+	}
+	if e.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Reason)
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrFileChanged) true.
+func (e *ChangedError) Is(target error) bool { return target == ErrFileChanged }
+
+// fmtTime renders Unix nanoseconds for messages.
+func fmtTime(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
 // badValue is a parse problem inside one line, before the file and line are
 // known.

@@ -377,10 +377,11 @@ func TestLogReplay(t *testing.T) {
 		t.Fatalf("range read %v", got)
 	}
 
-	// A file name seen once is never taken again, even rewritten.
+	// A file name seen once is never taken again; rewritten, it fails the
+	// listing rather than being skipped.
 	landing(t, dir, "a.json", line(9), time.Hour)
-	if k := latest(t, s2, 1); k != 1 {
-		t.Fatalf("reappearing name was taken: latest %d", k)
+	if off, err := s2.LatestOffset(context.Background(), EncodeOffset(1)); !errors.Is(err, ErrFileChanged) {
+		t.Fatalf("rewritten taken name: LatestOffset %s, %v; want ErrFileChanged", off, err)
 	}
 
 	// Offsets the log cannot hold.
@@ -432,7 +433,7 @@ func loggedNames(s *Source, k int64) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var names []string
-	for _, f := range s.mu.entries[k] {
+	for _, f := range s.mu.entries[k].Files {
 		names = append(names, f.Name)
 	}
 	return fmt.Sprint(names)
@@ -594,23 +595,18 @@ func TestDeadLetter(t *testing.T) {
 	}
 }
 
-func TestTakenFileChanged(t *testing.T) {
+func TestTakenFileGoneFailsTheBatch(t *testing.T) {
 	dir := t.TempDir()
 	landing(t, dir, "a.json", `{"id":1,"amount_cents":1,"ts":"2026-11-30T10:00:00Z"}`+"\n", 0)
 	s := open(t, checkpoint(t), dir, JSON, payments())
 	latest(t, s, -1)
-	// Appending after the take does not change the batch.
-	f, _ := os.OpenFile(filepath.Join(dir, "a.json"), os.O_APPEND|os.O_WRONLY, 0)
-	fmt.Fprintln(f, `{"id":2,"amount_cents":1,"ts":"2026-11-30T10:00:00Z"}`)
-	f.Close()
-	if got := mustRows(t, s, -1, 0); len(got) != 1 {
-		t.Fatalf("rows %v", got)
-	}
 	if err := os.Remove(filepath.Join(dir, "a.json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rows(t, s, -1, 0); !errors.Is(err, ErrFileChanged) {
-		t.Fatalf("err %v, want ErrFileChanged", err)
+	_, err := rows(t, s, -1, 0)
+	var ce *ChangedError
+	if !errors.Is(err, ErrFileChanged) || !errors.As(err, &ce) || ce.Size != -1 || !strings.Contains(err.Error(), "a.json, recorded by files log entry 0 with 54 bytes, is gone") {
+		t.Fatalf("err %v, want a *ChangedError saying a.json is gone", err)
 	}
 }
 
@@ -825,6 +821,9 @@ func TestArchiveAcrossFileSystems(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(shm, "done", "a.json")); err != nil || string(data) != rec {
 		t.Fatalf("archived copy %q, %v", data, err)
+	}
+	if st, err := os.Stat(filepath.Join(shm, "done", "a.json")); err != nil || !st.ModTime().Equal(t0) {
+		t.Fatalf("archived copy modified at %v (%v), want the original's %v", st.ModTime(), err, t0)
 	}
 	if got := mustRows(t, s, -1, 0); len(got) != 1 {
 		t.Fatalf("read from the archive: %v", got)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/source/internal/options"
 )
 
 // Format is the encoding of the landing files.
@@ -59,6 +61,7 @@ func Archive(dir string) Cleanup { return Cleanup{archive: dir} }
 func Delete() Cleanup { return Cleanup{remove: true} }
 
 type config struct {
+	options.Common
 	glob         string
 	maxFiles     int
 	minAge       time.Duration
@@ -69,21 +72,16 @@ type config struct {
 	layout       string
 	csvHeader    bool
 	csvDelimiter rune
-	batchSize    int
-	clock        func() time.Time
-	mem          memory.Allocator
 }
 
 func defaults(f Format) config {
 	return config{
+		Common:       options.Defaults(),
 		glob:         f.defaultGlob(),
 		layout:       time.RFC3339Nano,
 		csvHeader:    true,
 		csvDelimiter: ',',
-		batchSize:    64 * 1024,
 		compactEvery: DefaultLogCompactInterval,
-		clock:        time.Now,
-		mem:          memory.DefaultAllocator,
 	}
 }
 
@@ -113,15 +111,7 @@ func (c *config) validate() error {
 	if c.csvDelimiter == '"' || c.csvDelimiter == '\r' || c.csvDelimiter == '\n' || c.csvDelimiter == 0 {
 		errs = append(errs, fmt.Errorf("%w: CSV delimiter %q", ErrBadOption, c.csvDelimiter))
 	}
-	if c.batchSize <= 0 {
-		errs = append(errs, fmt.Errorf("%w: batch size %d is not positive", ErrBadOption, c.batchSize))
-	}
-	if c.clock == nil {
-		errs = append(errs, fmt.Errorf("%w: nil clock", ErrBadOption))
-	}
-	if c.mem == nil {
-		errs = append(errs, fmt.Errorf("%w: nil allocator", ErrBadOption))
-	}
+	errs = append(errs, c.Validate(ErrBadOption)...)
 	return errors.Join(errs...)
 }
 
@@ -194,13 +184,13 @@ func WithCSVHeader(on bool) Option { return func(c *config) { c.csvHeader = on }
 func WithCSVDelimiter(r rune) Option { return func(c *config) { c.csvDelimiter = r } }
 
 // WithBatchSize sets the most rows in one emitted record. Default 65536.
-func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+func WithBatchSize(n int) Option { return func(c *config) { c.BatchSize = n } }
 
 // WithClock sets the clock WithMinFileAge measures against. It decides only
 // which files a new batch takes (and that choice is logged), never what a
 // row contains. Default time.Now.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+func WithClock(now func() time.Time) Option { return func(c *config) { c.Clock = now } }
 
 // WithAllocator sets the Arrow allocator of emitted records. Default
 // memory.DefaultAllocator.
-func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.mem = mem } }
+func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.Mem = mem } }

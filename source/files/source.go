@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/onceflow/onceflow/contract"
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/source/internal/offset"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -26,17 +26,52 @@ const (
 	cleanupName = "cleanup"
 )
 
+// logVersion is the version of the files log entries this build writes
+// (the "version" field of files/<k> and compact/<c>); entries without the
+// field are version 1 (docs/format/files-source.md).
+const logVersion = 2
+
 // FileRecord is one file a batch took, as the files log records it.
 type FileRecord struct {
 	Name    string `json:"name"`    // base name in the landing directory
 	Size    int64  `json:"size"`    // bytes, when taken; Read reads exactly these
 	ModTime int64  `json:"modTime"` // Unix nanoseconds, when taken
+	// XXH64 is the XXH64 of bytes [0, Size) when taken, 16 hex digits: Read
+	// refuses other bytes. Empty in version 1 entries.
+	XXH64 string `json:"xxh64,omitempty"`
+}
+
+// ChangedFile is a taken file that a later listing found with another
+// size or modification time than its newest record (or, hashed, with other
+// bytes). With WithDeadLetter the next entry logs it, and Read of that
+// entry copies the bytes no batch read, [From, Size), to the dead-letter
+// directory; without a dead-letter directory the listing fails instead.
+type ChangedFile struct {
+	// FileRecord is the file as the listing found it: its XXH64 covers
+	// all of its Size bytes.
+	FileRecord
+	Entry       int64 `json:"entry"`       // the entry holding the file's previous record
+	PrevSize    int64 `json:"prevSize"`    // the size that record holds
+	PrevModTime int64 `json:"prevModTime"` // the modification time that record holds
+	// From is the first byte no batch read: PrevSize when the file's first
+	// PrevSize bytes are the recorded ones (their XXH64 matches), else 0
+	// (the file was replaced, or the record has no digest).
+	From int64 `json:"from"`
 }
 
 // LogEntry is the files log entry of one source batch: the files it took,
-// in the order Read reads them.
+// in the order Read reads them, and the changed files it dead-letters.
 type LogEntry struct {
-	Files []FileRecord `json:"files"`
+	Version int           `json:"version,omitempty"` // logVersion; 0 (absent) in version 1
+	Files   []FileRecord  `json:"files"`
+	Changed []ChangedFile `json:"changed,omitempty"`
+}
+
+// takenFile is the newest record of a taken name: its take, or its newest
+// change.
+type takenFile struct {
+	FileRecord
+	entry int64 // the entry holding the record
 }
 
 // cleanupMark is the content of the cleanup object. Version 2 also says
@@ -70,9 +105,9 @@ type Source struct {
 		store   storage.Store
 		log     *offsetlog.Log[LogEntry]
 		clog    *offsetlog.Log[compactEntry]
-		entries map[int64][]FileRecord // remembered entries: compacted and plain
-		latest  int64                  // highest logged entry, -1 for none
-		taken   map[string]struct{}
+		entries map[int64]LogEntry // remembered entries: compacted and plain
+		latest  int64              // highest logged entry, -1 for none
+		taken   map[string]takenFile
 		cleaned int64 // entries up to here were cleaned up
 		// markVersion is the cleanup object's version, 0 when it does not
 		// exist.
@@ -89,9 +124,9 @@ type Source struct {
 		// listing never takes a file modified at or before it, whatever
 		// the age option of this run, since its name may be forgotten.
 		forgotten int64
-		stale     bool                // objects compacted made obsolete remain on disk
-		snapshot  map[string]struct{} // AvailableNow: the eligible names then; nil otherwise
-		dead      storage.Store       // dead-letter directory, opened on first use
+		stale     bool                  // objects compacted made obsolete remain on disk
+		snapshot  map[string]FileRecord // AvailableNow: the eligible files then, as listed; nil otherwise
+		dead      storage.Store         // dead-letter directory, opened on first use
 	}
 }
 
@@ -146,31 +181,16 @@ func (s *Source) Description() string {
 	return "files[" + filepath.Join(s.dir, s.cfg.glob) + "]"
 }
 
-// EncodeOffset returns the offset JSON of files log entry k.
-func EncodeOffset(k int64) json.RawMessage {
-	b := make([]byte, 0, 32)
-	b = append(b, `{"logOffset":`...)
-	b = strconv.AppendInt(b, k, 10)
-	return append(b, '}')
+// offsets is the codec of {"logOffset":k}.
+func offsets() offset.Codec {
+	return offset.Codec{Field: "logOffset", Min: -1, Var: "k", Err: ErrBadOffset}
 }
+
+// EncodeOffset returns the offset JSON of files log entry k.
+func EncodeOffset(k int64) json.RawMessage { return offsets().Encode(k) }
 
 // DecodeOffset parses an offset written by EncodeOffset.
-func DecodeOffset(off json.RawMessage) (int64, error) {
-	var o struct {
-		LogOffset *int64 `json:"logOffset"`
-	}
-	if err := json.Unmarshal(off, &o); err != nil || o.LogOffset == nil || *o.LogOffset < -1 {
-		return 0, fmt.Errorf("%w: %q: want {\"logOffset\":k} with k >= -1", ErrBadOffset, trunc(off))
-	}
-	return *o.LogOffset, nil
-}
-
-func trunc(b []byte) string {
-	if len(b) > 64 {
-		return string(b[:64]) + "…"
-	}
-	return string(b)
-}
+func DecodeOffset(off json.RawMessage) (int64, error) { return offsets().Decode(off) }
 
 // InitialOffset implements the source contract: {"logOffset":-1}.
 func (s *Source) InitialOffset(context.Context) (json.RawMessage, error) {
@@ -194,7 +214,7 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	case err == nil:
 		var m cleanupMark
 		if err := json.Unmarshal(data, &m); err != nil || (m.Version != 1 && m.Version != 2) || m.Through < -1 {
-			return fmt.Errorf("files: open checkpoint: %s/%s is not a version 1 or 2 cleanup record: %q", store.URL(), cleanupName, trunc(data))
+			return fmt.Errorf("files: open checkpoint: %s/%s is not a version 1 or 2 cleanup record: %q", store.URL(), cleanupName, offset.Trunc(data))
 		}
 		cleaned, markVersion = m.Through, m.Version
 	case !storage.IsNotExist(err):
@@ -203,7 +223,7 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.store, s.mu.log, s.mu.clog = store, log, clog
-	s.mu.entries, s.mu.taken, s.mu.latest, s.mu.cleaned = l.entries, takenNames(l.entries), l.latest, cleaned
+	s.mu.entries, s.mu.taken, s.mu.latest, s.mu.cleaned = l.entries, takenFiles(l.entries), l.latest, cleaned
 	s.mu.compacted, s.mu.newest, s.mu.compactNewest, s.mu.stale = l.compacted, l.newest, l.compactNewest, l.stale
 	s.mu.forgotten = l.forgotten
 	s.mu.markVersion = markVersion
@@ -214,7 +234,10 @@ func (s *Source) OpenCheckpoint(ctx context.Context, store storage.Store) error 
 // LatestOffset implements the source contract. If the files log already
 // holds the entry after start (a crash came between this log and the
 // engine's), it returns that entry; otherwise it logs a new entry of the
-// files not taken yet, or returns start when there are none.
+// files not taken yet (hashing each) and, with WithDeadLetter, of the
+// taken files found changed, or returns start when there are none. A taken
+// file found changed without a dead-letter directory fails it with a
+// *ChangedError.
 func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error) {
 	k, err := DecodeOffset(start)
 	if err != nil {
@@ -237,22 +260,26 @@ func (s *Source) LatestOffset(ctx context.Context, start json.RawMessage) (json.
 		}
 		return EncodeOffset(k + 1), nil
 	}
-	fresh, err := s.listNew()
+	e, err := s.listNew()
 	if err != nil {
 		return nil, err
 	}
-	if len(fresh) == 0 {
+	if len(e.Files) == 0 && len(e.Changed) == 0 {
 		return start, nil
 	}
 	next := s.mu.latest + 1
-	if err := s.mu.log.Add(ctx, next, LogEntry{Files: fresh}); err != nil {
+	if err := s.mu.log.Add(ctx, next, e); err != nil {
 		return nil, fmt.Errorf("files: log batch %d: %w", next, err)
 	}
 	fault.Point(fault.FilesAfterLog)
-	s.mu.entries[next] = fresh
-	for _, f := range fresh {
-		s.mu.taken[f.Name] = struct{}{}
+	s.mu.entries[next] = e
+	for _, f := range e.Files {
+		s.mu.taken[f.Name] = takenFile{FileRecord: f, entry: next}
 		s.mu.newest = max(s.mu.newest, f.ModTime)
+	}
+	for _, c := range e.Changed {
+		s.mu.taken[c.Name] = takenFile{FileRecord: c.FileRecord, entry: next}
+		s.mu.newest = max(s.mu.newest, c.ModTime)
 	}
 	s.mu.latest = next
 	return EncodeOffset(next), nil
@@ -267,9 +294,9 @@ func (s *Source) PrepareAvailableNow(context.Context) error {
 	if err != nil {
 		return err
 	}
-	snap := make(map[string]struct{}, len(fs))
+	snap := make(map[string]FileRecord, len(fs))
 	for _, f := range fs {
-		snap[f.Name] = struct{}{}
+		snap[f.Name] = f
 	}
 	s.mu.snapshot = snap
 	return nil
@@ -284,7 +311,7 @@ func (s *Source) listEligible() ([]FileRecord, error) {
 	}
 	var cutoff int64
 	if s.cfg.minAge > 0 {
-		cutoff = s.cfg.clock().Add(-s.cfg.minAge).UnixNano()
+		cutoff = s.cfg.Clock().Add(-s.cfg.minAge).UnixNano()
 	}
 	tooOld := int64(noneTaken) // WithMaxFileAge: files modified before this are never taken
 	if s.cfg.maxAge > 0 && s.mu.newest != noneTaken {
@@ -329,16 +356,42 @@ func eligibleName(name, glob string) bool {
 	return ok
 }
 
-// listNew returns the eligible files no entry took, capped per trigger.
-// s.mu is held.
-func (s *Source) listNew() ([]FileRecord, error) {
+// listNew returns the next entry: the eligible files no entry took, and,
+// with WithDeadLetter, the taken files whose size or modification time
+// differ from their newest record; at most WithMaxFilesPerTrigger of them
+// together. Without a dead-letter directory a changed taken file fails it
+// with a *ChangedError. Every file it returns was hashed. s.mu is held.
+func (s *Source) listNew() (LogEntry, error) {
+	e := LogEntry{Version: logVersion, Files: []FileRecord{}}
 	all, err := s.listEligible()
 	if err != nil {
-		return nil, err
+		return e, err
 	}
-	var out []FileRecord
 	for _, f := range all {
-		if _, ok := s.mu.taken[f.Name]; ok {
+		if s.cfg.maxFiles > 0 && len(e.Files)+len(e.Changed) == s.cfg.maxFiles {
+			break
+		}
+		if t, ok := s.mu.taken[f.Name]; ok {
+			if f.Size == t.Size && f.ModTime == t.ModTime {
+				continue
+			}
+			if s.cfg.deadLetter == "" {
+				return e, &ChangedError{File: filepath.Join(s.dir, f.Name), Entry: t.entry,
+					TakenSize: t.Size, Size: f.Size, TakenModTime: t.ModTime, ModTime: f.ModTime,
+					Reason: "it changed after it was taken, and its new bytes would never be read: the landing contract (write elsewhere, then rename; never change a landed file) was broken. " +
+						"To go on: restore it as recorded, move it out of the landing directory (what no batch read is then not read), " +
+						"or configure WithDeadLetter to have the bytes no batch read copied there"}
+			}
+			if snap, ok := s.mu.snapshot[f.Name]; s.mu.snapshot != nil && (!ok || snap.Size != f.Size || snap.ModTime != f.ModTime) {
+				continue // AvailableNow: changed since the run began; the next run takes it
+			}
+			c, ok, err := s.changedFile(f.Name, t)
+			if err != nil {
+				return e, err
+			}
+			if ok {
+				e.Changed = append(e.Changed, c)
+			}
 			continue
 		}
 		if s.mu.snapshot != nil {
@@ -346,26 +399,30 @@ func (s *Source) listNew() ([]FileRecord, error) {
 				continue
 			}
 		}
-		out = append(out, f)
-		if s.cfg.maxFiles > 0 && len(out) == s.cfg.maxFiles {
-			break
+		rec, _, ok, err := s.digest(f.Name, -1)
+		if err != nil {
+			return e, err
+		}
+		if ok {
+			e.Files = append(e.Files, rec)
 		}
 	}
-	return out, nil
+	// The listing's order, by the values recorded (a file may have changed
+	// between the listing and its hashing).
+	sort.Slice(e.Files, func(i, j int) bool {
+		if e.Files[i].ModTime != e.Files[j].ModTime {
+			return e.Files[i].ModTime < e.Files[j].ModTime
+		}
+		return e.Files[i].Name < e.Files[j].Name
+	})
+	return e, nil
 }
 
 // entriesIn returns the logged entries start+1..end, in order.
-func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, [][]FileRecord, error) {
-	from, err := DecodeOffset(start)
+func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, []LogEntry, error) {
+	from, to, err := offsets().Range(start, end)
 	if err != nil {
 		return nil, nil, err
-	}
-	to, err := DecodeOffset(end)
-	if err != nil {
-		return nil, nil, err
-	}
-	if to < from {
-		return nil, nil, fmt.Errorf("%w: range end %d before start %d", ErrBadOffset, to, from)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -373,14 +430,14 @@ func (s *Source) entriesIn(start, end json.RawMessage) ([]int64, [][]FileRecord,
 		return nil, nil, ErrNotOpen
 	}
 	var ids []int64
-	var lists [][]FileRecord
+	var lists []LogEntry
 	for k := from + 1; k <= to; k++ {
-		fs, ok := s.mu.entries[k]
+		e, ok := s.mu.entries[k]
 		if !ok {
 			return nil, nil, s.missingEntry(k)
 		}
 		ids = append(ids, k)
-		lists = append(lists, fs)
+		lists = append(lists, e)
 	}
 	return ids, lists, nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/source/internal/options"
 )
 
 // DefaultBaseTime returns the event time of event 0 when WithBaseTime is not
@@ -18,24 +20,20 @@ func DefaultBaseTime() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time
 const DefaultEventsPerSecond = 10_000
 
 type config struct {
+	options.Common
 	eventsPerSecond int64
 	base            time.Time
 	total           int64 // -1: unbounded
 	maxPerTrigger   int64 // 0: no cap
-	batchSize       int
 	bidsOnly        bool
-	clock           func() time.Time
-	mem             memory.Allocator
 }
 
 func defaults() config {
 	return config{
+		Common:          options.Defaults(),
 		eventsPerSecond: DefaultEventsPerSecond,
 		base:            DefaultBaseTime(),
 		total:           -1,
-		batchSize:       64 * 1024,
-		clock:           time.Now,
-		mem:             memory.DefaultAllocator,
 	}
 }
 
@@ -47,18 +45,8 @@ func (c *config) validate() error {
 	if c.total < -1 {
 		errs = append(errs, fmt.Errorf("%w: total events %d is negative", ErrBadOption, c.total))
 	}
-	if c.maxPerTrigger < 0 {
-		errs = append(errs, fmt.Errorf("%w: max events per trigger %d is negative", ErrBadOption, c.maxPerTrigger))
-	}
-	if c.batchSize <= 0 {
-		errs = append(errs, fmt.Errorf("%w: batch size %d is not positive", ErrBadOption, c.batchSize))
-	}
-	if c.clock == nil {
-		errs = append(errs, fmt.Errorf("%w: nil clock", ErrBadOption))
-	}
-	if c.mem == nil {
-		errs = append(errs, fmt.Errorf("%w: nil allocator", ErrBadOption))
-	}
+	errs = append(errs, options.MaxPerTrigger(c.maxPerTrigger, "events", ErrBadOption))
+	errs = append(errs, c.Validate(ErrBadOption)...)
 	return errors.Join(errs...)
 }
 
@@ -87,7 +75,7 @@ func WithMaxEventsPerTrigger(n int64) Option { return func(c *config) { c.maxPer
 
 // WithBatchSize sets the most event numbers one emitted record covers (in
 // bids-only mode a record holds about 46/50 of that). Default 65536.
-func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+func WithBatchSize(n int) Option { return func(c *config) { c.BatchSize = n } }
 
 // WithBidsOnly emits only bids, with the BidSchema. Event numbering, and so
 // offsets and every bid's fields, are those of the full stream.
@@ -96,8 +84,8 @@ func WithBidsOnly() Option { return func(c *config) { c.bidsOnly = true } }
 // WithClock sets the clock that decides how far an unbounded source's
 // LatestOffset reaches. It never decides what an event contains. Default
 // time.Now.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+func WithClock(now func() time.Time) Option { return func(c *config) { c.Clock = now } }
 
 // WithAllocator sets the Arrow allocator of emitted records. Default
 // memory.DefaultAllocator.
-func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.mem = mem } }
+func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.Mem = mem } }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/onceflow/onceflow/contract"
+	"github.com/onceflow/onceflow/source/internal/offset"
+	"github.com/onceflow/onceflow/source/internal/pace"
 )
 
 // Column names. Bid columns keep Nexmark's names; person and auction
@@ -99,18 +100,19 @@ var (
 // Source is the Nexmark event generator as a source. See the package
 // documentation.
 type Source struct {
-	cfg     config
-	gen     *Generator
-	schema  *arrow.Schema
-	created time.Time
+	cfg    config
+	gen    *Generator
+	schema *arrow.Schema
 
 	mu struct {
 		sync.Mutex
-		anchored bool
-		anchor   int64
-		capped   bool
-		capTime  time.Time
+		pace pace.Pace // unbounded: how far the clock reaches; frozen by PrepareAvailableNow
 	}
+}
+
+// offsets is the codec of {"events":N}.
+func offsets() offset.Codec {
+	return offset.Codec{Field: "events", Min: 0, Var: "N", Err: ErrBadOffset}
 }
 
 // New returns a Nexmark source configured by opts.
@@ -123,10 +125,10 @@ func New(opts ...Option) (*Source, error) {
 		return nil, err
 	}
 	s := &Source{
-		cfg:     cfg,
-		gen:     NewGenerator(cfg.base, time.Second/time.Duration(cfg.eventsPerSecond)),
-		created: cfg.clock(),
+		cfg: cfg,
+		gen: NewGenerator(cfg.base, time.Second/time.Duration(cfg.eventsPerSecond)),
 	}
+	s.mu.pace = pace.New(cfg.eventsPerSecond, cfg.Clock)
 	if cfg.bidsOnly {
 		s.schema = BidSchema()
 	} else {
@@ -162,33 +164,10 @@ func (s *Source) InitialOffset(context.Context) (json.RawMessage, error) {
 
 // EncodeOffset returns the offset JSON of the position n (the number of
 // events before it).
-func EncodeOffset(n int64) json.RawMessage {
-	b := make([]byte, 0, 24)
-	b = append(b, `{"events":`...)
-	b = strconv.AppendInt(b, n, 10)
-	return append(b, '}')
-}
+func EncodeOffset(n int64) json.RawMessage { return offsets().Encode(n) }
 
 // DecodeOffset parses an offset written by EncodeOffset.
-func DecodeOffset(off json.RawMessage) (int64, error) {
-	var o struct {
-		Events *int64 `json:"events"`
-	}
-	if err := json.Unmarshal(off, &o); err != nil {
-		return 0, fmt.Errorf("%w: %q: %v", ErrBadOffset, trunc(off), err)
-	}
-	if o.Events == nil || *o.Events < 0 {
-		return 0, fmt.Errorf("%w: %q: want {\"events\":N} with N >= 0", ErrBadOffset, trunc(off))
-	}
-	return *o.Events, nil
-}
-
-func trunc(b []byte) string {
-	if len(b) > 64 {
-		return string(b[:64]) + "…"
-	}
-	return string(b)
-}
+func DecodeOffset(off json.RawMessage) (int64, error) { return offsets().Decode(off) }
 
 // LatestOffset implements the source contract. A bounded source
 // (WithTotalEvents) has every event available; an unbounded one makes
@@ -205,14 +184,7 @@ func (s *Source) LatestOffset(_ context.Context, start json.RawMessage) (json.Ra
 		end = s.cfg.total
 	} else {
 		s.mu.Lock()
-		if !s.mu.anchored {
-			s.mu.anchored, s.mu.anchor = true, from
-		}
-		now := s.cfg.clock()
-		if s.mu.capped && now.After(s.mu.capTime) {
-			now = s.mu.capTime
-		}
-		end = s.mu.anchor + eventsIn(now.Sub(s.created), s.cfg.eventsPerSecond)
+		end = s.mu.pace.Reach(from)
 		s.mu.Unlock()
 	}
 	if s.cfg.maxPerTrigger > 0 {
@@ -224,21 +196,13 @@ func (s *Source) LatestOffset(_ context.Context, start json.RawMessage) (json.Ra
 	return EncodeOffset(end), nil
 }
 
-func eventsIn(d time.Duration, rate int64) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64(d/time.Second)*rate + int64(d%time.Second)*rate/int64(time.Second)
-}
-
 // PrepareAvailableNow implements the engine's AvailableNowSource: an
 // unbounded source reaches no further than the events available at this
 // call. A bounded source needs nothing: it never passes its total.
 func (s *Source) PrepareAvailableNow(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.capped = true
-	s.mu.capTime = s.cfg.clock()
+	s.mu.pace.Freeze()
 	return nil
 }
 
@@ -247,16 +211,9 @@ func (s *Source) PrepareAvailableNow(context.Context) error {
 // covering at most the batch size of event numbers. Each record is released
 // after emit returns.
 func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
-	from, err := DecodeOffset(start)
+	from, to, err := offsets().Range(start, end)
 	if err != nil {
 		return err
-	}
-	to, err := DecodeOffset(end)
-	if err != nil {
-		return err
-	}
-	if to < from {
-		return fmt.Errorf("%w: range end %d before start %d", ErrBadOffset, to, from)
 	}
 	if s.cfg.total >= 0 && to > s.cfg.total {
 		return fmt.Errorf("%w: range end %d beyond the total of %d events", ErrBadOffset, to, s.cfg.total)
@@ -265,7 +222,7 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := min(int64(s.cfg.batchSize), to-o)
+		n := min(int64(s.cfg.BatchSize), to-o)
 		var rec arrow.RecordBatch
 		if s.cfg.bidsOnly {
 			rec = s.BidRecord(o, o+n)
@@ -293,7 +250,7 @@ func bidsBefore(n int64) int64 {
 // BidRecord builds the bids among event numbers [from, to) as one record
 // of BidSchema. The caller releases it.
 func (s *Source) BidRecord(from, to int64) arrow.RecordBatch {
-	mem := s.cfg.mem
+	mem := s.cfg.Mem
 	nb := int(Bids(from, to))
 	auction, bidder, price := array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem)
 	channel, url, extra := array.NewStringBuilder(mem), array.NewStringBuilder(mem), array.NewStringBuilder(mem)
@@ -341,7 +298,7 @@ func newRecord(schema *arrow.Schema, rows int, bs ...array.Builder) arrow.Record
 // EventRecord builds the events numbered [from, to) as one record of
 // EventSchema. The caller releases it.
 func (s *Source) EventRecord(from, to int64) arrow.RecordBatch {
-	mem := s.cfg.mem
+	mem := s.cfg.Mem
 	n := int(to - from)
 	typ := array.NewInt8Builder(mem)
 	ts, expires := array.NewTimestampBuilder(mem, tsType), array.NewTimestampBuilder(mem, tsType)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/source/internal/options"
 )
 
 // DefaultStartTime returns the event time of offset 0 when WithStartTime is
@@ -14,26 +16,22 @@ import (
 func DefaultStartTime() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 type config struct {
+	options.Common
 	rowsPerSecond int64
 	partitions    int32
 	keys          int64
 	start         time.Time
 	maxPerTrigger int64 // 0: no cap
 	unbounded     bool
-	batchSize     int
-	clock         func() time.Time
-	mem           memory.Allocator
 }
 
 func defaults() config {
 	return config{
+		Common:        options.Defaults(),
 		rowsPerSecond: 1000,
 		partitions:    1,
 		keys:          100,
 		start:         DefaultStartTime(),
-		batchSize:     64 * 1024,
-		clock:         time.Now,
-		mem:           memory.DefaultAllocator,
 	}
 }
 
@@ -48,18 +46,8 @@ func (c *config) validate() error {
 	if c.keys <= 0 {
 		errs = append(errs, fmt.Errorf("%w: keys %d is not positive", ErrBadOption, c.keys))
 	}
-	if c.maxPerTrigger < 0 {
-		errs = append(errs, fmt.Errorf("%w: max rows per trigger %d is negative", ErrBadOption, c.maxPerTrigger))
-	}
-	if c.batchSize <= 0 {
-		errs = append(errs, fmt.Errorf("%w: batch size %d is not positive", ErrBadOption, c.batchSize))
-	}
-	if c.clock == nil {
-		errs = append(errs, fmt.Errorf("%w: nil clock", ErrBadOption))
-	}
-	if c.mem == nil {
-		errs = append(errs, fmt.Errorf("%w: nil allocator", ErrBadOption))
-	}
+	errs = append(errs, options.MaxPerTrigger(c.maxPerTrigger, "rows", ErrBadOption))
+	errs = append(errs, c.Validate(ErrBadOption)...)
 	return errors.Join(errs...)
 }
 
@@ -94,11 +82,11 @@ func WithUnbounded() Option { return func(c *config) { c.unbounded = true } }
 
 // WithClock sets the clock that decides how far LatestOffset reaches. It
 // never decides what a row contains. Default time.Now.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+func WithClock(now func() time.Time) Option { return func(c *config) { c.Clock = now } }
 
 // WithBatchSize sets the most rows in one emitted record. Default 65536.
-func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+func WithBatchSize(n int) Option { return func(c *config) { c.BatchSize = n } }
 
 // WithAllocator sets the Arrow allocator of emitted records. Default
 // memory.DefaultAllocator.
-func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.mem = mem } }
+func WithAllocator(mem memory.Allocator) Option { return func(c *config) { c.Mem = mem } }

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/onceflow/onceflow/contract"
+	"github.com/onceflow/onceflow/source/internal/offset"
+	"github.com/onceflow/onceflow/source/internal/pace"
 )
 
 // Column names of the schema, in order.
@@ -44,18 +45,19 @@ var (
 type Source struct {
 	cfg         config
 	schema      *arrow.Schema
-	created     time.Time
 	startMicros int64
 	keyWidth    int // bytes of the longest key
 
 	mu struct {
 		sync.Mutex
-		anchored   bool
-		anchorRows int64
-		capped     bool      // PrepareAvailableNow was called
-		capTime    time.Time // clock at PrepareAvailableNow
-		capRows    int64     // unbounded mode: the cap, -1 until set
+		pace    pace.Pace // frozen by PrepareAvailableNow
+		capRows int64     // unbounded mode: the cap, -1 until set
 	}
+}
+
+// offsets is the codec of {"rows":N}.
+func offsets() offset.Codec {
+	return offset.Codec{Field: "rows", Min: 0, Var: "N", Err: ErrBadOffset}
 }
 
 // New returns a rate source configured by opts.
@@ -70,10 +72,10 @@ func New(opts ...Option) (*Source, error) {
 	s := &Source{
 		cfg:         cfg,
 		schema:      Schema(),
-		created:     cfg.clock(),
 		startMicros: cfg.start.UnixMicro(),
 		keyWidth:    len("k-") + len(strconv.FormatInt(cfg.keys-1, 10)),
 	}
+	s.mu.pace = pace.New(cfg.rowsPerSecond, cfg.Clock)
 	s.mu.capRows = -1
 	return s, nil
 }
@@ -96,48 +98,16 @@ func (s *Source) InitialOffset(context.Context) (json.RawMessage, error) {
 
 // EncodeOffset returns the offset JSON of the position rows (the number of
 // rows before it).
-func EncodeOffset(rows int64) json.RawMessage {
-	b := make([]byte, 0, 24)
-	b = append(b, `{"rows":`...)
-	b = strconv.AppendInt(b, rows, 10)
-	return append(b, '}')
-}
+func EncodeOffset(rows int64) json.RawMessage { return offsets().Encode(rows) }
 
 // DecodeOffset parses an offset written by EncodeOffset.
-func DecodeOffset(off json.RawMessage) (int64, error) {
-	var o struct {
-		Rows *int64 `json:"rows"`
-	}
-	if err := json.Unmarshal(off, &o); err != nil {
-		return 0, fmt.Errorf("%w: %q: %v", ErrBadOffset, trunc(off), err)
-	}
-	if o.Rows == nil || *o.Rows < 0 {
-		return 0, fmt.Errorf("%w: %q: want {\"rows\":N} with N >= 0", ErrBadOffset, trunc(off))
-	}
-	return *o.Rows, nil
-}
-
-func trunc(b []byte) string {
-	if len(b) > 64 {
-		return string(b[:64]) + "…"
-	}
-	return string(b)
-}
+func DecodeOffset(off json.RawMessage) (int64, error) { return offsets().Decode(off) }
 
 func (s *Source) step() int64 {
 	if s.cfg.maxPerTrigger > 0 {
 		return s.cfg.maxPerTrigger
 	}
 	return s.cfg.rowsPerSecond
-}
-
-// rowsIn returns how many rows the rate produces in d.
-func (s *Source) rowsIn(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	r := s.cfg.rowsPerSecond
-	return int64(d/time.Second)*r + int64(d%time.Second)*r/int64(time.Second)
 }
 
 // LatestOffset implements the source contract. Rows become available at
@@ -150,25 +120,17 @@ func (s *Source) LatestOffset(_ context.Context, start json.RawMessage) (json.Ra
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.anchored {
-		s.mu.anchored = true
-		s.mu.anchorRows = from
-	}
 	var end int64
 	if s.cfg.unbounded {
 		end = from + s.step()
-		if s.mu.capped {
+		if s.mu.pace.Frozen() {
 			if s.mu.capRows < 0 {
 				s.mu.capRows = end
 			}
 			end = min(end, s.mu.capRows)
 		}
 	} else {
-		now := s.cfg.clock()
-		if s.mu.capped && now.After(s.mu.capTime) {
-			now = s.mu.capTime
-		}
-		end = s.mu.anchorRows + s.rowsIn(now.Sub(s.created))
+		end = s.mu.pace.Reach(from)
 		if s.cfg.maxPerTrigger > 0 {
 			end = min(end, from+s.cfg.maxPerTrigger)
 		}
@@ -185,8 +147,7 @@ func (s *Source) LatestOffset(_ context.Context, start json.RawMessage) (json.Ra
 func (s *Source) PrepareAvailableNow(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.capped = true
-	s.mu.capTime = s.cfg.clock()
+	s.mu.pace.Freeze()
 	s.mu.capRows = -1
 	return nil
 }
@@ -212,18 +173,11 @@ func Amount(value int64) int64 {
 // [start, end) in offset order, in records of at most the batch size. Each
 // record is released after emit returns.
 func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
-	from, err := DecodeOffset(start)
+	from, to, err := offsets().Range(start, end)
 	if err != nil {
 		return err
 	}
-	to, err := DecodeOffset(end)
-	if err != nil {
-		return err
-	}
-	if to < from {
-		return fmt.Errorf("%w: range end %d before start %d", ErrBadOffset, to, from)
-	}
-	mem := s.cfg.mem
+	mem := s.cfg.Mem
 	tsB := array.NewTimestampBuilder(mem, s.schema.Field(0).Type.(*arrow.TimestampType))
 	defer tsB.Release()
 	valB := array.NewInt64Builder(mem)
@@ -241,7 +195,7 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := min(int64(s.cfg.batchSize), to-o)
+		n := min(int64(s.cfg.BatchSize), to-o)
 		tsB.Reserve(int(n))
 		valB.Reserve(int(n))
 		partB.Reserve(int(n))

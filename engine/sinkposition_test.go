@@ -355,3 +355,47 @@ func TestPostgresProgressBehindCheckpointIsRefused(t *testing.T) {
 		t.Fatalf("the refused run wrote rows: %d rows (%v), want 20", n, err)
 	}
 }
+
+// highWaterSink knows only the highest batch id its rows carry, as the
+// PostgreSQL upsert sink does.
+type highWaterSink struct {
+	*memsink.Sink
+	high int64
+}
+
+func (h *highWaterSink) HighestBatchID(context.Context) (int64, bool, error) {
+	return h.high, h.high >= 0, nil
+}
+
+// A sink with only a high-water mark is refused when it holds rows of a
+// batch the checkpoint never planned (its re-planned, lower batch ids
+// would be ignored as older), and never refused for being below the
+// newest commit, since batches without rows leave no trace in it.
+func TestSinkHighWaterCheck(t *testing.T) {
+	cp := localStore(t)
+	src := newSeq(30, 10, 3) // batches 0..2
+	if _, err := runQuery(t, ReadStream(src), WithCheckpoint(cp), WithSink(memsink.New("a")), WithTrigger(AvailableNow())); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		high int64
+		want string
+	}{
+		{"no rows", -1, ""},
+		{"below the newest commit", 0, ""},
+		{"at the newest commit", 2, ""},
+		{"ahead", 7, "holds rows of batch 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &highWaterSink{Sink: memsink.New("hw"), high: tc.high}
+			_, err := runQuery(t, ReadStream(src), WithCheckpoint(cp), WithSink(s), WithTrigger(AvailableNow()))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrIncompatibleRestart) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want ErrIncompatibleRestart saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ var (
 	_ contract.SchemaValidator   = (*Sink)(nil)
 	_ contract.GuaranteeReporter = (*Sink)(nil)
 	_ contract.SinkPosition      = (*Sink)(nil)
+	_ contract.SinkHighWater     = (*Sink)(nil)
 	_ contract.Describer         = (*Sink)(nil)
 )
 

@@ -11,6 +11,7 @@
 //	onceflow lake query [-o table|json|jsonl] [--limit N] DIR
 //	onceflow lake vacuum [-o table|json|jsonl] [--older-than D] [--delete] DIR
 //	onceflow audit [-o table|json|jsonl] --checkpoint DIR --input … --output … --key COL --value COL […]
+//	onceflow fence --brokers HOST:PORT,… --transactional-id ID [--transaction-timeout D]
 //	onceflow dev kafka [-port 9092] [-topics NAME:PARTITIONS,…] [-data DIR]
 //	onceflow version [-o table|json|jsonl]
 //	onceflow help [COMMAND …]
@@ -59,6 +60,7 @@ func commands() *command {
 		}},
 		lakeCommand(),
 		auditCommand(),
+		fenceCommand(),
 		{name: "dev", summary: "tools for development", subs: []*command{kafka}},
 		versionCommand(),
 		// Old names, kept for scripts.

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/batch"
+)
+
+var rewriteOpConf = flag.Bool("rewrite-opconf", false, "rewrite testdata/operator-conf.golden")
+
+// TestOperatorConfGolden pins what a restart compares (the OperatorConf
+// recorded in offsets/N: id, kind, keys, key and state schemas) and the
+// output and late-row schemas of a set of queries. A checkpoint written by
+// an earlier version of onceflow is refused on restart when these change,
+// so a refactor of the aggregation code must leave them byte-identical.
+func TestOperatorConfGolden(t *testing.T) {
+	wm := func() *Stream { return ReadStream(&scriptSource{}).WithWatermark("ts", 5*time.Second) }
+	cases := []struct {
+		name   string
+		stream *Stream
+	}{
+		{"groupby named", ReadStream(newSeq(0, 0, 1)).GroupBy("key").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))},
+		{"groupby default names", ReadStream(newSeq(0, 0, 1)).GroupBy("key").ID("every").Agg(
+			batch.Count(""), batch.Count("amount"), batch.Sum("amount"), batch.Avg("amount"),
+			batch.Min("i"), batch.Max("key"), batch.First("key"), batch.Last("amount"), batch.CountDistinct("key"),
+			batch.Sum("i").ThisBatch(), batch.Count("*").ThisBatch().Named("batch_n"))},
+		{"groupby two keys", ReadStream(newSeq(0, 0, 1)).GroupBy("key", "amount").Agg(batch.Max("i").Named("latest"))},
+		{"tumbling window", wm().GroupByWindow(TumblingWindow("ts", time.Minute), "key").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))},
+		{"sliding window", wm().GroupByWindow(SlidingWindow("ts", time.Minute, 20*time.Second), "key").ID("slide").Agg(batch.Avg("amount"), batch.Min("ts"))},
+		{"session window", wm().GroupByWindow(SessionWindow("ts", 10*time.Second), "key").Agg(
+			batch.Count("*"), batch.Sum("amount").Named("total"), batch.Avg("amount"), batch.Min("amount"), batch.Max("ts"))},
+		{"dedup", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key")},
+		{"dedup named", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key", "amount").DedupID("ids")},
+		{"dedup within watermark", wm().DropDuplicatesWithinWatermark("key")},
+		{"dedup with time key", wm().DropDuplicates("key", "ts")},
+	}
+	var b strings.Builder
+	for _, tc := range cases {
+		cfg := defaultConfig()
+		cfg.partitions = 1
+		if strings.HasPrefix(tc.name, "session") {
+			cfg.mode = Append // sessions refuse the default, update
+		}
+		ex, err := bindStream(tc.stream, &cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		conf, err := json.MarshalIndent(ex.agg.conf(), "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "== %s\nconf %s\noutput %s\nlate rows %s\n", tc.name, conf, ex.outSchema, ex.agg.inSchema)
+		ex.release()
+	}
+	path := filepath.Join("testdata", "operator-conf.golden")
+	if *rewriteOpConf {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -rewrite-opconf once to create it)", err)
+	}
+	if got := b.String(); got != string(want) {
+		t.Errorf("operator descriptions changed; a restart of an existing checkpoint would be refused.\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}

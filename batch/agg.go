@@ -106,8 +106,3 @@ func (a Agg) Name() string {
 	}
 	return a.Func.String() + "(" + col + ")"
 }
-
-// countsRows reports whether a is count(*).
-func (a Agg) countsRows() bool {
-	return a.Func == AggCount && (a.Column == "" || a.Column == "*")
-}

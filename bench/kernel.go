@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
 )
 
 // The kernel workload's input: payments (k int64, amount_cents int64),
@@ -159,13 +160,13 @@ func kernelAggs() []batch.Agg {
 	return []batch.Agg{batch.Sum("amount_cents").Named("total_cents"), batch.Count("*").Named("payments")}
 }
 
-// kernelTotals is onceflow's aggregation kernel alone: one batch.GroupBy
+// kernelTotals is onceflow's aggregation kernel alone: one kernel.GroupBy
 // (the operator state the engine keeps per partition) fed every record on
 // this goroutine, then its result built as an Arrow record (all groups).
 // The timed part ends there; the returned function turns the record into
 // an answer.
 func kernelTotals(recs []arrow.RecordBatch) (func() answer, error) {
-	g, err := batch.NewGroupBy(memory.NewGoAllocator(), recs[0].Schema(), []string{"k"}, kernelAggs())
+	g, err := kernel.NewGroupBy(memory.NewGoAllocator(), recs[0].Schema(), []string{"k"}, kernel.FromAggs(kernelAggs()))
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ SELECT ws, max(c)::BIGINT, count(*)::BIGINT, sum(auction)::BIGINT FROM ranked WH
 		},
 		{
 			name:   "kernel",
-			what:   "group-by kernel alone: batch.GroupBy sum and count of amount_cents per int64 merchant id, one goroutine",
+			what:   "group-by kernel alone: kernel.GroupBy sum and count of amount_cents per int64 merchant id, one goroutine",
 			input:  intPayments,
 			sql:    intTotalsSQL,
 			scan:   func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -55,7 +56,7 @@ type eventStats struct {
 
 type aggOperator struct {
 	step        *aggregateStep
-	window      *batch.WindowAssigner
+	window      *kernel.WindowAssigner
 	inSchema    *arrow.Schema // entering the operator
 	keyIdx      []int         // in the GroupBy's input
 	parts       []*aggPartition
@@ -81,7 +82,7 @@ type aggOperator struct {
 }
 
 type aggPartition struct {
-	gb      *batch.GroupBy
+	gb      *kernel.GroupBy
 	store   *statestore.Store
 	pending []arrow.RecordBatch
 	updated int64
@@ -261,7 +262,7 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 		}
 	}
 	if st.window != nil {
-		w, err := batch.NewWindowAssigner(cfg.mem, gbIn, st.window.col, st.window.size, st.window.slide)
+		w, err := kernel.NewWindowAssigner(cfg.mem, gbIn, st.window.col, st.window.size, st.window.slide)
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +301,7 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 	}
 	a.parts = make([]*aggPartition, cfg.partitions)
 	for p := range a.parts {
-		gb, err := batch.NewGroupBy(cfg.mem, gbIn, keys, aggs)
+		gb, err := kernel.NewGroupBy(cfg.mem, gbIn, keys, kernel.FromAggs(aggs))
 		if err != nil {
 			a.release()
 			return nil, err
@@ -470,7 +471,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 			// A row of a sliding window can fall in windows the watermark
 			// has closed (and emitted) as well as open ones: keep only the
 			// open ones, or a closed window would be emitted twice.
-			ends, _, err := batch.EventTimesMillis(cur, int(cur.NumCols()-1))
+			ends, _, err := kernel.EventTimesMillis(cur, int(cur.NumCols()-1))
 			if err != nil {
 				return err
 			}
@@ -478,7 +479,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 			for i, e := range ends {
 				keep[i] = e > ex.watermark
 			}
-			next, err := batch.FilterRows(ctx, ex.mem, cur, keep)
+			next, err := kernel.FilterRows(ctx, ex.mem, cur, keep)
 			if err != nil {
 				return err
 			}
@@ -486,7 +487,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 			cur = next
 		}
 	}
-	parts, err := batch.Partition(ex.mem, cur, ex.agg.keyIdx, len(ex.agg.parts))
+	parts, err := kernel.Partition(ex.mem, cur, ex.agg.keyIdx, len(ex.agg.parts))
 	if err != nil {
 		return err
 	}
@@ -508,7 +509,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 // the record to go on with (cur itself, or a filtered copy after releasing
 // cur).
 func (ex *executor) eventTime(ctx context.Context, cur arrow.RecordBatch) (arrow.RecordBatch, error) {
-	ms, valid, err := batch.EventTimesMillis(cur, ex.wmIdx)
+	ms, valid, err := kernel.EventTimesMillis(cur, ex.wmIdx)
 	if err != nil {
 		return cur, err
 	}
@@ -545,12 +546,12 @@ func (ex *executor) eventTime(ctx context.Context, cur arrow.RecordBatch) (arrow
 		drop[i] = !keep[i]
 	}
 	ex.lateRows += int64(late)
-	lateRec, err := batch.FilterRows(ctx, ex.mem, cur, drop)
+	lateRec, err := kernel.FilterRows(ctx, ex.mem, cur, drop)
 	if err != nil {
 		return cur, err
 	}
 	ex.late = append(ex.late, lateRec)
-	next, err := batch.FilterRows(ctx, ex.mem, cur, keep)
+	next, err := kernel.FilterRows(ctx, ex.mem, cur, keep)
 	if err != nil {
 		return cur, err
 	}
@@ -746,13 +747,13 @@ func withoutKeys(ctx context.Context, mem memory.Allocator, rec, keys arrow.Reco
 		_, drop := gone[keyString(cols, i)]
 		keep[i] = !drop
 	}
-	return batch.FilterRows(ctx, mem, rec, keep)
+	return kernel.FilterRows(ctx, mem, rec, keep)
 }
 
 // filterExpired keeps the rows of rec whose column col holds a time the
 // watermark has expired (want=true) or not (want=false).
 func (ex *executor) filterExpired(ctx context.Context, rec arrow.RecordBatch, col int, want bool) (arrow.RecordBatch, error) {
-	ms, _, err := batch.EventTimesMillis(rec, col)
+	ms, _, err := kernel.EventTimesMillis(rec, col)
 	if err != nil {
 		return nil, err
 	}
@@ -760,7 +761,7 @@ func (ex *executor) filterExpired(ctx context.Context, rec arrow.RecordBatch, co
 	for i, t := range ms {
 		keep[i] = ex.watermark > 0 && ex.agg.expired(t, ex.watermark) == want
 	}
-	return batch.FilterRows(ctx, ex.mem, rec, keep)
+	return kernel.FilterRows(ctx, ex.mem, rec, keep)
 }
 
 // evict removes the groups the watermark expired and returns their keys.
@@ -776,7 +777,7 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 			}
 			unit := ts.DataType().(*arrow.TimestampType).Unit
 			for i, v := range ts.TimestampValues() {
-				out[i] = !a.expired(batch.TimestampMillis(int64(v), unit), ex.watermark)
+				out[i] = !a.expired(kernel.TimestampMillis(int64(v), unit), ex.watermark)
 			}
 		})
 		if ferr != nil {
@@ -788,7 +789,7 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 		return removed, err
 	}
 	all := part.gb.Output(false)
-	ms, _, err := batch.EventTimesMillis(all, a.evictCol)
+	ms, _, err := kernel.EventTimesMillis(all, a.evictCol)
 	all.Release()
 	if err != nil {
 		return nil, err
@@ -812,7 +813,7 @@ func (ex *executor) dedupOutput(ctx context.Context, part *aggPartition) (arrow.
 	for i := range keep {
 		keep[i] = total.Value(i) == inBatch.Value(i)
 	}
-	f, err := batch.FilterRows(ctx, ex.mem, o, keep)
+	f, err := kernel.FilterRows(ctx, ex.mem, o, keep)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
 )
 
 // SessionWindow groups rows per key into sessions: rows of one key whose
@@ -151,7 +152,7 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *wa
 	ss.out = arrow.NewSchema(outFields, nil)
 	a.parts = make([]*aggPartition, cfg.partitions)
 	for p := range a.parts {
-		gb, err := batch.NewGroupBy(cfg.mem, ss.inner, gbKeys, gbAggs)
+		gb, err := kernel.NewGroupBy(cfg.mem, ss.inner, gbKeys, kernel.FromAggs(gbAggs))
 		if err != nil {
 			a.release()
 			return nil, err
@@ -362,7 +363,7 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 	defer final.Release()
 	ends := make([]int64, final.NumRows())
 	for g, t := range tsValues(final.Column(ss.nKeys + 2)) {
-		ends[g] = batch.TimestampMillis(int64(t)+ss.gap, ss.unit)
+		ends[g] = kernel.TimestampMillis(int64(t)+ss.gap, ss.unit)
 	}
 	closed := make([]bool, len(ends))
 	anyClosed := false
@@ -374,7 +375,7 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 	var err error
 	switch ex.mode {
 	case Append:
-		sel, ferr := batch.FilterRows(ctx, ex.mem, final, closed)
+		sel, ferr := kernel.FilterRows(ctx, ex.mem, final, closed)
 		if ferr != nil {
 			return nil, ferr
 		}

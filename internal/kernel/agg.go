@@ -1,0 +1,43 @@
+package kernel
+
+import "github.com/onceflow/onceflow/batch"
+
+// Agg is one aggregate as a GroupBy computes it: Func over the input
+// column Column, written to the output (and state) column Name. The user's
+// batch.Agg, whose input may be an expression, is compiled into it: the
+// engine evaluates an expression input into a column of its own first.
+type Agg struct {
+	Func batch.AggFunc
+	// Column is the input column; "" for count(*), which counts rows.
+	Column string
+	// Name is the output column and, unless PerBatch, the state column (or
+	// the prefix of the state columns: avg keeps Name.sum and Name.count).
+	Name string
+	// PerBatch makes the aggregate cover only the rows merged since the
+	// last ClearChanges (this batch). It is not kept in the state store,
+	// so it has no column in StateSchema, and a group untouched in this
+	// batch outputs 0 (counts) or null (the others).
+	PerBatch bool
+}
+
+// FromAgg is the kernel form of a column aggregate: its input column, its
+// output name (batch.Agg.Name) and its per-batch flag.
+func FromAgg(a batch.Agg) Agg {
+	col := a.Column
+	if col == "*" {
+		col = ""
+	}
+	return Agg{Func: a.Func, Column: col, Name: a.Name(), PerBatch: a.PerBatch}
+}
+
+// FromAggs is FromAgg of each of aggs.
+func FromAggs(aggs []batch.Agg) []Agg {
+	out := make([]Agg, len(aggs))
+	for i, a := range aggs {
+		out[i] = FromAgg(a)
+	}
+	return out
+}
+
+// countsRows reports whether a is count(*).
+func (a Agg) countsRows() bool { return a.Func == batch.AggCount && a.Column == "" }

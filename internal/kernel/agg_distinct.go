@@ -18,6 +18,13 @@ import (
 // read without a scan). Its state column is list<T>: the group's distinct
 // values in first-seen order.
 
+// bytesSlot is a slot of the count-distinct sets: the
+// hash of an entry and its id + 1 (0: empty slot).
+type bytesSlot struct {
+	hash uint64
+	gid  uint32
+}
+
 // aggDistinctSet is the part shared by every value type.
 type aggDistinctSet struct {
 	slots  []bytesSlot // pair hash, entry + 1

@@ -22,8 +22,10 @@
 // format (golden values in the tests pin it).
 //
 // A GroupBy is one partition's state of one operator: an open-addressing
-// hash table from keys to group ids (specialised for one fixed-width key
-// of at most 8 bytes, and for byte-string and multi-column keys) and typed accumulator slices indexed by group id. Merge
+// hash table from keys to group ids (keytable.go; specialised for one
+// fixed-width key of at most 8 bytes, keytable_u64.go, and for byte-string
+// and multi-column keys, keytable_bytes.go, whose row encoding is
+// keycodec.go) and typed accumulator slices indexed by group id. Merge
 // updates every aggregate of a record in tight loops; Changes returns the
 // touched groups' keys and accumulator state for the state store's delta;
 // Output returns results (touched groups in first-touch order, or all

@@ -25,9 +25,10 @@
 //
 // # Aggregates
 //
-// An Agg is a function (AggFunc) over an input column, with an output
-// column name: Sum("amount").Named("total"), Count("*"). Its default name,
-// Func(column), e.g. "sum(amount)", is also the name of its column in the state store, so it
+// An Agg is a function (AggFunc) over an input expression, with an output
+// column name: Sum(Col("amount")).As("total"), Sum(Mul(Col("price"),
+// Col("qty"))), CountRows(). Its default name, Func(input), e.g.
+// "sum(amount)", is also the name of its column in the state store, so it
 // is part of a query's checkpoint: renaming an aggregate orphans its state.
 // Every aggregate skips null inputs (SQL semantics) and integer sums that
 // overflow fail the batch (ErrSumOverflow).

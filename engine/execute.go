@@ -55,9 +55,12 @@ type eventStats struct {
 }
 
 type aggOperator struct {
-	step        *aggregateStep
+	step *aggregateStep
+	// exprs appends the inputs of the aggregates over expressions (nil:
+	// every aggregate reads a column as it is).
+	exprs       *batch.Projection
 	window      *kernel.WindowAssigner
-	inSchema    *arrow.Schema // entering the operator
+	inSchema    *arrow.Schema // entering the operator (the late rows' schema)
 	keyIdx      []int         // in the GroupBy's input
 	parts       []*aggPartition
 	keySchema   *arrow.Schema
@@ -227,14 +230,73 @@ func checkTimestampCol(s *arrow.Schema, col string) error {
 	return nil
 }
 
-func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
-	if st.window != nil && st.window.gap > 0 {
-		return newSessionOperator(cfg, in, st, wm)
+// bindAggs compiles the user's aggregates into the kernel's, which read
+// columns. An aggregate over a bare column reads it; one over another
+// expression reads a column that the returned projection appends to in,
+// named after the expression (so the kernel's errors name it) and shared by
+// the aggregates over the same expression. The projection is nil when every
+// aggregate reads a bare column. An aggregate's name, and so its state
+// column, is the user's either way.
+func bindAggs(mem memory.Allocator, in *arrow.Schema, aggs []batch.Agg) (*batch.Projection, []kernel.Agg, error) {
+	out := make([]kernel.Agg, len(aggs))
+	var extra []batch.Named
+	byExpr := map[string]string{}
+	taken := map[string]bool{}
+	for _, f := range in.Fields() {
+		taken[f.Name] = true
 	}
-	a := &aggOperator{step: st, inSchema: in, evictCol: -1}
+	for i, a := range aggs {
+		if k, ok := kernel.FromAgg(a); ok {
+			out[i] = k
+			continue
+		}
+		e := a.Input()
+		text := e.String()
+		col, ok := byExpr[text]
+		if !ok {
+			col = text
+			for n := 2; taken[col]; n++ {
+				col = fmt.Sprintf("%s#%d", text, n)
+			}
+			taken[col] = true
+			byExpr[text] = col
+			extra = append(extra, batch.As(e, col))
+		}
+		out[i] = kernel.Agg{Func: a.Func(), Column: col, Name: a.Name(), PerBatch: a.IsPerBatch()}
+	}
+	if len(extra) == 0 {
+		return nil, out, nil
+	}
+	cols := make([]batch.Named, 0, in.NumFields()+len(extra))
+	for _, f := range in.Fields() {
+		cols = append(cols, batch.As(batch.Col(f.Name), f.Name))
+	}
+	p, err := batch.NewProjection(mem, in, append(cols, extra...))
+	if err != nil {
+		return nil, nil, fmt.Errorf("aggregate input: %w", err)
+	}
+	return p, out, nil
+}
+
+func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
+	exprs, aggs, err := bindAggs(cfg.mem, in, st.aggs)
+	if err != nil {
+		return nil, err
+	}
 	gbIn := in
+	if exprs != nil {
+		gbIn = exprs.Schema()
+	}
+	if st.window != nil && st.window.gap > 0 {
+		a, err := newSessionOperator(cfg, gbIn, st, aggs, wm)
+		if err != nil {
+			return nil, err
+		}
+		a.exprs, a.inSchema = exprs, in
+		return a, nil
+	}
+	a := &aggOperator{step: st, exprs: exprs, inSchema: in, evictCol: -1}
 	keys := st.keys
-	aggs := st.aggs
 	if st.dedup == notDedup {
 		// Only the keys, the aggregates' columns and the window's column
 		// go on: partitioning and windowing copy every column they get.
@@ -250,13 +312,13 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 		}
 		var fields []arrow.Field
 		var idx []int
-		for i, f := range in.Fields() {
+		for i, f := range gbIn.Fields() {
 			if need[f.Name] {
 				fields = append(fields, f)
 				idx = append(idx, i)
 			}
 		}
-		if len(idx) < in.NumFields() && len(idx) > 0 {
+		if len(idx) < gbIn.NumFields() && len(idx) > 0 {
 			gbIn = arrow.NewSchema(fields, nil)
 			a.prune, a.pruned = idx, gbIn
 		}
@@ -285,10 +347,13 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 		for _, k := range keys {
 			isKey[k] = true
 		}
-		aggs = []batch.Agg{batch.Count("*").Named(dedupCountCol), batch.Count("*").ThisBatch().Named(dedupBatchCountCol)}
+		aggs = []kernel.Agg{
+			{Func: batch.AggCount, Name: dedupCountCol},
+			{Func: batch.AggCount, Name: dedupBatchCountCol, PerBatch: true},
+		}
 		for _, f := range in.Fields() {
 			if !isKey[f.Name] {
-				aggs = append(aggs, batch.First(f.Name).Named(f.Name))
+				aggs = append(aggs, kernel.Agg{Func: batch.AggFirst, Column: f.Name, Name: f.Name})
 			}
 		}
 	}
@@ -301,7 +366,7 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 	}
 	a.parts = make([]*aggPartition, cfg.partitions)
 	for p := range a.parts {
-		gb, err := kernel.NewGroupBy(cfg.mem, gbIn, keys, kernel.FromAggs(aggs))
+		gb, err := kernel.NewGroupBy(cfg.mem, gbIn, keys, aggs)
 		if err != nil {
 			a.release()
 			return nil, err
@@ -450,6 +515,14 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	if ex.agg == nil {
 		return ex.emit(ctx, cur)
+	}
+	if a := ex.agg; a.exprs != nil {
+		next, err := a.exprs.Apply(ctx, cur)
+		if err != nil {
+			return err
+		}
+		cur.Release()
+		cur = next
 	}
 	if a := ex.agg; a.prune != nil {
 		cols := make([]arrow.Array, len(a.prune))

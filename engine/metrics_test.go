@@ -99,7 +99,7 @@ func TestMetricsAndStatusServer(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cp := localStore(t)
 	src := newSeq(25, 10, 3)
-	stream := ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"))
+	stream := ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"))
 	clock := newFakeNow()
 	var q *Query
 	type seen struct {

@@ -26,16 +26,16 @@ func TestOperatorConfGolden(t *testing.T) {
 		name   string
 		stream *Stream
 	}{
-		{"groupby named", ReadStream(newSeq(0, 0, 1)).GroupBy("key").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))},
+		{"groupby named", ReadStream(newSeq(0, 0, 1)).GroupBy("key").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))},
 		{"groupby default names", ReadStream(newSeq(0, 0, 1)).GroupBy("key").ID("every").Agg(
-			batch.Count(""), batch.Count("amount"), batch.Sum("amount"), batch.Avg("amount"),
-			batch.Min("i"), batch.Max("key"), batch.First("key"), batch.Last("amount"), batch.CountDistinct("key"),
-			batch.Sum("i").ThisBatch(), batch.Count("*").ThisBatch().Named("batch_n"))},
-		{"groupby two keys", ReadStream(newSeq(0, 0, 1)).GroupBy("key", "amount").Agg(batch.Max("i").Named("latest"))},
-		{"tumbling window", wm().GroupByWindow(TumblingWindow("ts", time.Minute), "key").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))},
-		{"sliding window", wm().GroupByWindow(SlidingWindow("ts", time.Minute, 20*time.Second), "key").ID("slide").Agg(batch.Avg("amount"), batch.Min("ts"))},
+			batch.CountRows(), batch.Count(batch.Col("amount")), batch.Sum(batch.Col("amount")), batch.Avg(batch.Col("amount")),
+			batch.Min(batch.Col("i")), batch.Max(batch.Col("key")), batch.First(batch.Col("key")), batch.Last(batch.Col("amount")), batch.CountDistinct(batch.Col("key")),
+			batch.Sum(batch.Col("i")).PerBatch(), batch.CountRows().PerBatch().As("batch_n"))},
+		{"groupby two keys", ReadStream(newSeq(0, 0, 1)).GroupBy("key", "amount").Agg(batch.Max(batch.Col("i")).As("latest"))},
+		{"tumbling window", wm().GroupByWindow(TumblingWindow("ts", time.Minute), "key").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))},
+		{"sliding window", wm().GroupByWindow(SlidingWindow("ts", time.Minute, 20*time.Second), "key").ID("slide").Agg(batch.Avg(batch.Col("amount")), batch.Min(batch.Col("ts")))},
 		{"session window", wm().GroupByWindow(SessionWindow("ts", 10*time.Second), "key").Agg(
-			batch.Count("*"), batch.Sum("amount").Named("total"), batch.Avg("amount"), batch.Min("amount"), batch.Max("ts"))},
+			batch.CountRows(), batch.Sum(batch.Col("amount")).As("total"), batch.Avg(batch.Col("amount")), batch.Min(batch.Col("amount")), batch.Max(batch.Col("ts")))},
 		{"dedup", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key")},
 		{"dedup named", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key", "amount").DedupID("ids")},
 		{"dedup within watermark", wm().DropDuplicatesWithinWatermark("key")},

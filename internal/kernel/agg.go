@@ -20,23 +20,19 @@ type Agg struct {
 	PerBatch bool
 }
 
-// FromAgg is the kernel form of a column aggregate: its input column, its
-// output name (batch.Agg.Name) and its per-batch flag.
-func FromAgg(a batch.Agg) Agg {
-	col := a.Column
-	if col == "*" {
-		col = ""
+// FromAgg is the kernel form of a when its input is a bare column
+// (batch.Col) or a is batch.CountRows: the column, the output name
+// (batch.Agg.Name) and the per-batch flag. ok is false for an input that is
+// another expression, which the caller evaluates into a column of its own
+// first.
+func FromAgg(a batch.Agg) (k Agg, ok bool) {
+	k = Agg{Func: a.Func(), Name: a.Name(), PerBatch: a.IsPerBatch()}
+	if in := a.Input(); in != nil {
+		if k.Column, ok = batch.ColumnOf(in); !ok {
+			return Agg{}, false
+		}
 	}
-	return Agg{Func: a.Func, Column: col, Name: a.Name(), PerBatch: a.PerBatch}
-}
-
-// FromAggs is FromAgg of each of aggs.
-func FromAggs(aggs []batch.Agg) []Agg {
-	out := make([]Agg, len(aggs))
-	for i, a := range aggs {
-		out[i] = FromAgg(a)
-	}
-	return out
+	return k, true
 }
 
 // countsRows reports whether a is count(*).

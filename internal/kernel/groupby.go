@@ -96,6 +96,9 @@ func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Ag
 		var dt arrow.DataType
 		ci := -1
 		if !a.countsRows() {
+			if a.Column == "" {
+				return nil, fmt.Errorf("%w: %s %q has no input column", batch.ErrAggSchema, a.Func, a.Name)
+			}
 			idx := in.FieldIndices(a.Column)
 			if len(idx) != 1 {
 				return nil, fmt.Errorf("%w: %s over column %q: %d columns of that name in %s", batch.ErrAggSchema, a.Func, a.Column, len(idx), in)

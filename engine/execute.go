@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -143,6 +144,17 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 			}
 			*cur = append(*cur, p)
 			schema = p.Schema()
+		case stepWithColumn, stepDrop:
+			cols, err := keptColumns(schema, st)
+			if err != nil {
+				return nil, fmt.Errorf("%w: step %d: %w", ErrInvalidQuery, i+1, err)
+			}
+			p, err := batch.NewProjection(cfg.mem, schema, cols)
+			if err != nil {
+				return nil, fmt.Errorf("%w: step %d: %w", ErrInvalidQuery, i+1, err)
+			}
+			*cur = append(*cur, p)
+			schema = p.Schema()
 		case stepWhere:
 			f, err := batch.NewFilter(cfg.mem, schema, st.pred)
 			if err != nil {
@@ -217,6 +229,48 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 	}
 	ex.mode = mode
 	return ex, nil
+}
+
+// keptColumns is the projection of a WithColumn or Drop step over schema:
+// every column of schema as it is, but for the one WithColumn sets (in
+// place, or appended) and the ones Drop removes.
+func keptColumns(schema *arrow.Schema, st step) ([]batch.Named, error) {
+	drop := map[string]bool{}
+	switch st.kind {
+	case stepWithColumn:
+		if st.name == "" {
+			return nil, fmt.Errorf("withColumn: the column needs a name")
+		}
+		if n := len(schema.FieldIndices(st.name)); n > 1 {
+			return nil, fmt.Errorf("withColumn(%s): %d columns of that name in %s; replace one of them with Select", st.name, n, schema)
+		}
+	case stepDrop:
+		for _, c := range st.names {
+			if len(schema.FieldIndices(c)) == 0 {
+				return nil, fmt.Errorf("drop(%s): column %q is not in %s", strings.Join(st.names, ", "), c, schema)
+			}
+			drop[c] = true
+		}
+	}
+	var cols []batch.Named
+	set := false
+	for _, f := range schema.Fields() {
+		switch {
+		case drop[f.Name]:
+		case st.kind == stepWithColumn && f.Name == st.name:
+			cols = append(cols, batch.As(st.pred, st.name))
+			set = true
+		default:
+			cols = append(cols, batch.As(batch.Col(f.Name), f.Name))
+		}
+	}
+	if st.kind == stepWithColumn && !set {
+		cols = append(cols, batch.As(st.pred, st.name))
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("drop(%s) leaves no column", strings.Join(st.names, ", "))
+	}
+	return cols, nil
 }
 
 func checkTimestampCol(s *arrow.Schema, col string) error {

@@ -26,15 +26,18 @@ const (
 	stepWatermark
 	stepDedup
 	stepBatchID
+	stepWithColumn
+	stepDrop
 )
 
 type step struct {
-	kind stepKind
-	cols []batch.Named
-	pred batch.Expr
-	agg  *aggregateStep
-	wm   *watermarkStep
-	name string // stepBatchID: the column
+	kind  stepKind
+	cols  []batch.Named
+	pred  batch.Expr // stepWhere: the predicate; stepWithColumn: the column's expression
+	agg   *aggregateStep
+	wm    *watermarkStep
+	name  string   // stepBatchID, stepWithColumn: the column
+	names []string // stepDrop: the columns
 }
 
 type aggregateStep struct {
@@ -103,6 +106,21 @@ func (s *Stream) with(st step) *Stream {
 // Select replaces the columns with the named expressions (a projection).
 func (s *Stream) Select(cols ...batch.Named) *Stream {
 	return s.with(step{kind: stepSelect, cols: cols})
+}
+
+// WithColumn sets the column name to e on every row: it replaces the
+// column of that name where it stands, or appends a new column after the
+// others. The other columns are kept, in order, so a step that computes one
+// column need not restate the rest.
+func (s *Stream) WithColumn(name string, e batch.Expr) *Stream {
+	return s.with(step{kind: stepWithColumn, name: name, pred: e})
+}
+
+// Drop removes the named columns and keeps the others in order. A name
+// that is not a column of the stream at that step fails the query when it
+// is built.
+func (s *Stream) Drop(cols ...string) *Stream {
+	return s.with(step{kind: stepDrop, names: append([]string(nil), cols...)})
 }
 
 // Where keeps the rows for which pred is true (null counts as false).
@@ -232,6 +250,10 @@ func (s *Stream) describe() string {
 			fmt.Fprintf(&b, "dropDuplicates[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
 		case stepBatchID:
 			fmt.Fprintf(&b, "batchId(%s)", st.name)
+		case stepWithColumn:
+			fmt.Fprintf(&b, "withColumn(%s, %s)", st.name, st.pred)
+		case stepDrop:
+			fmt.Fprintf(&b, "drop(%s)", strings.Join(st.names, ", "))
 		}
 	}
 	return b.String()

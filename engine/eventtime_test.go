@@ -309,7 +309,7 @@ func TestDropDuplicatesWithinWatermark(t *testing.T) {
 	sink := memsink.New("out")
 	stream := ReadStream(&scriptSource{batches: script}).
 		WithWatermark("ts", 20*time.Second).
-		DropDuplicatesWithinWatermark("key")
+		DropDuplicatesWithinWatermark("key").Stream
 	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(3)); err != nil {
 		t.Fatal(err)
 	}

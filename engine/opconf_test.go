@@ -36,10 +36,10 @@ func TestOperatorConfGolden(t *testing.T) {
 		{"sliding window", wm().GroupByWindow(SlidingWindow("ts", time.Minute, 20*time.Second), "key").ID("slide").Agg(batch.Avg(batch.Col("amount")), batch.Min(batch.Col("ts")))},
 		{"session window", wm().GroupByWindow(SessionWindow("ts", 10*time.Second), "key").Agg(
 			batch.CountRows(), batch.Sum(batch.Col("amount")).As("total"), batch.Avg(batch.Col("amount")), batch.Min(batch.Col("amount")), batch.Max(batch.Col("ts")))},
-		{"dedup", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key")},
-		{"dedup named", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key", "amount").DedupID("ids")},
-		{"dedup within watermark", wm().DropDuplicatesWithinWatermark("key")},
-		{"dedup with time key", wm().DropDuplicates("key", "ts")},
+		{"dedup", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key").Stream},
+		{"dedup named", ReadStream(newSeq(0, 0, 1)).DropDuplicates("key", "amount").ID("ids")},
+		{"dedup within watermark", wm().DropDuplicatesWithinWatermark("key").Stream},
+		{"dedup with time key", wm().DropDuplicates("key", "ts").Stream},
 	}
 	var b strings.Builder
 	for _, tc := range cases {

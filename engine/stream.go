@@ -152,27 +152,39 @@ func (s *Stream) GroupByWindow(w Window, keys ...string) *Grouped {
 // key columns, across batches. With a watermark whose column is among the
 // keys, state older than the watermark is evicted (a duplicate that
 // arrives later than that is dropped as late); otherwise the state keeps
-// every key forever.
-func (s *Stream) DropDuplicates(keys ...string) *Stream {
-	return s.with(step{kind: stepDedup, agg: &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: dedupAll}})
+// every key forever. ID on the result names the operator.
+func (s *Stream) DropDuplicates(keys ...string) *Deduplicated {
+	return s.dedup(keys, dedupAll)
 }
 
 // DropDuplicatesWithinWatermark keeps the first row of each key and drops
 // repeats that arrive while the first one's event time plus the watermark
 // delay is above the watermark (Spark 3.5 semantics): the tool for turning
 // an at-least-once upstream into exactly-once input by event id. It needs
-// a watermark.
-func (s *Stream) DropDuplicatesWithinWatermark(keys ...string) *Stream {
-	return s.with(step{kind: stepDedup, agg: &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: dedupWithinWatermark}})
+// a watermark. ID on the result names the operator.
+func (s *Stream) DropDuplicatesWithinWatermark(keys ...string) *Deduplicated {
+	return s.dedup(keys, dedupWithinWatermark)
 }
 
-// DedupID names the deduplication operator of the last step explicitly
-// (default "dedup-<keys>").
-func (s *Stream) DedupID(id string) *Stream {
-	if len(s.steps) == 0 || s.steps[len(s.steps)-1].kind != stepDedup {
-		return s
-	}
-	n := &Stream{sources: s.sources, steps: append([]step(nil), s.steps...)}
+func (s *Stream) dedup(keys []string, kind dedupKind) *Deduplicated {
+	st := &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: kind}
+	return &Deduplicated{Stream: s.with(step{kind: stepDedup, agg: st})}
+}
+
+// Deduplicated is a stream whose last step is a deduplication: every
+// method of Stream goes on from it, and its Stream field is the stream
+// itself, for NewQuery or a variable of type *Stream. ID names the
+// deduplication operator.
+type Deduplicated struct {
+	*Stream
+}
+
+// ID names the deduplication operator explicitly, like Grouped.ID. The id
+// names the operator's state folder, so keeping it stable lets a query
+// change its stateless steps without orphaning state. The default is
+// derived from the keys: "dedup-<key>-<key>…".
+func (d *Deduplicated) ID(id string) *Stream {
+	n := &Stream{sources: d.sources, steps: append([]step(nil), d.steps...)}
 	last := *n.steps[len(n.steps)-1].agg
 	last.id = id
 	n.steps[len(n.steps)-1].agg = &last

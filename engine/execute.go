@@ -80,9 +80,8 @@ type aggOperator struct {
 	pruned *arrow.Schema
 	// session windows
 	session *sessionState
-	// dedup: output columns in the input's order, taken from GroupBy output
-	dedupCols []int
-	dedupN    [2]int // output indexes of the running and this-batch counts
+	// dedup: how the GroupBy's output becomes the rows first seen
+	dedup *kernel.Dedup
 }
 
 type aggPartition struct {
@@ -92,11 +91,6 @@ type aggPartition struct {
 	updated int64
 	removed int64
 }
-
-const (
-	dedupCountCol      = "__onceflow_n"
-	dedupBatchCountCol = "__onceflow_batch_n"
-)
 
 // batchIDOp appends the batch id as a constant column.
 type batchIDOp struct {
@@ -391,25 +385,14 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 		}
 	}
 	if st.dedup != notDedup {
-		if len(keys) == 0 {
-			return nil, fmt.Errorf("deduplication needs at least one key column")
+		d, err := kernel.NewDedup(in, keys)
+		if err != nil {
+			return nil, err
 		}
 		if st.dedup == dedupWithinWatermark && wm == nil {
 			return nil, fmt.Errorf("DropDuplicatesWithinWatermark needs a watermark (WithWatermark before it)")
 		}
-		isKey := map[string]bool{}
-		for _, k := range keys {
-			isKey[k] = true
-		}
-		aggs = []kernel.Agg{
-			{Func: batch.AggCount, Name: dedupCountCol},
-			{Func: batch.AggCount, Name: dedupBatchCountCol, PerBatch: true},
-		}
-		for _, f := range in.Fields() {
-			if !isKey[f.Name] {
-				aggs = append(aggs, kernel.Agg{Func: batch.AggFirst, Column: f.Name, Name: f.Name})
-			}
-		}
+		a.dedup, aggs = d, d.Aggs()
 	}
 	for _, k := range keys {
 		idx := gbIn.FieldIndices(k)
@@ -431,15 +414,10 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 	a.keySchema, a.stateSchema, a.outSchema = g.KeySchema(), g.StateSchema(), g.OutputSchema()
 	if st.dedup != notDedup {
 		out := g.OutputSchema()
-		for _, f := range in.Fields() {
-			idx := out.FieldIndices(f.Name)
-			if len(idx) != 1 || !arrow.TypeEqual(out.Field(idx[0]).Type, f.Type) {
-				a.release()
-				return nil, fmt.Errorf("column %q of type %s cannot be carried through deduplication", f.Name, f.Type)
-			}
-			a.dedupCols = append(a.dedupCols, idx[0])
+		if err := a.dedup.Bind(out); err != nil {
+			a.release()
+			return nil, err
 		}
-		a.dedupN = [2]int{out.FieldIndices(dedupCountCol)[0], out.FieldIndices(dedupBatchCountCol)[0]}
 		a.outSchema = in
 		if wm != nil {
 			delay := wm.delay.Milliseconds()
@@ -931,25 +909,9 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 // dedupOutput returns the rows of keys first seen in this batch, as the
 // operator's input rows (the first row of each key).
 func (ex *executor) dedupOutput(ctx context.Context, part *aggPartition) (arrow.RecordBatch, error) {
-	a := ex.agg
 	o := part.gb.Output(true)
 	defer o.Release()
-	total := o.Column(a.dedupN[0]).(*array.Int64)
-	inBatch := o.Column(a.dedupN[1]).(*array.Int64)
-	keep := make([]bool, o.NumRows())
-	for i := range keep {
-		keep[i] = total.Value(i) == inBatch.Value(i)
-	}
-	f, err := kernel.FilterRows(ctx, ex.mem, o, keep)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Release()
-	cols := make([]arrow.Array, len(a.dedupCols))
-	for i, c := range a.dedupCols {
-		cols[i] = f.Column(c)
-	}
-	return array.NewRecordBatch(a.inSchema, cols, f.NumRows()), nil
+	return ex.agg.dedup.FirstSeen(ctx, ex.mem, o)
 }
 
 // reset releases the batch's output and clears the batch's figures.

@@ -1,8 +1,9 @@
 // Package kernel is the engine's columnar execution of the stateful steps
 // of one micro-batch: the row hash and hash partitioning, the vectorised
 // hash group-by that merges a batch into a partition's running
-// aggregates (key tables, typed accumulators, their state rows),
-// event-time window assignment, and the row filters these need. Arrow's
+// aggregates (key tables, typed accumulators, their state rows), the
+// deduplication built on it, event-time window assignment, and the row
+// filters these need. Arrow's
 // Go compute has no hash aggregation; this package has its own.
 //
 // It implements what package batch names: batch.AggFunc and batch.Agg's
@@ -32,6 +33,12 @@
 // groups); Load restores from state rows; Remove evicts. Integer sums that
 // overflow fail the merge naming the column and group. A GroupBy is not
 // safe for concurrent use: the engine runs one per partition, in parallel.
+//
+// # Deduplication
+//
+// Dedup keeps, per key, a running count, this batch's count and the first
+// value of every other column in a GroupBy; FirstSeen emits the first row
+// of each key new in the batch, in the input's columns.
 //
 // # Windows
 //

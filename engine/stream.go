@@ -223,7 +223,10 @@ func (g *Grouped) ID(id string) *Grouped {
 }
 
 // Agg completes the aggregation: one output row per group with the keys
-// and one column per aggregate.
+// and one column per aggregate, named by batch.Agg.Name. An aggregate's
+// input is any expression over the stream's columns at this step
+// (batch.Sum(batch.Mul(batch.Col("price"), batch.Col("qty")))), evaluated
+// on the rows that reach the aggregation.
 func (g *Grouped) Agg(aggs ...batch.Agg) *Stream {
 	id := g.id
 	if id == "" {

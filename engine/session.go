@@ -90,7 +90,7 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, aggs [
 	gbAggs := []kernel.Agg{{Func: batch.AggMin, Column: sessTMin, Name: sessTMin}, {Func: batch.AggMax, Column: sessTMax, Name: sessTMax}}
 	for i, ua := range aggs {
 		sa := sessionAgg{user: ua, col: -1}
-		if ua.Column != "" && ua.Column != "*" {
+		if ua.Column != "" {
 			ci := in.FieldIndices(ua.Column)
 			if len(ci) != 1 {
 				return nil, fmt.Errorf("%s over %q: not a column of %s", ua.Func, ua.Column, in)

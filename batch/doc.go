@@ -29,7 +29,8 @@
 // column name: Sum(Col("amount")).As("total"), Sum(Mul(Col("price"),
 // Col("qty"))), CountRows(). Its default name, Func(input), e.g.
 // "sum(amount)", is also the name of its column in the state store, so it
-// is part of a query's checkpoint: renaming an aggregate orphans its state.
+// is part of a query's checkpoint: a restart with an aggregate renamed is
+// refused, as its state schema changed.
 // Every aggregate skips null inputs (SQL semantics) and integer sums that
 // overflow fail the batch (ErrSumOverflow).
 //

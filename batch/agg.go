@@ -2,21 +2,21 @@ package batch
 
 import "fmt"
 
-// AggFunc is an aggregate function of a GroupBy. The constants are named
-// AggCount, AggSum, … because Count, Sum, … are the constructors of Agg.
+// AggFunc is the function of an Agg. The constants are named AggCount,
+// AggSum, … because Count, Sum, … are the constructors of Agg.
 type AggFunc int
 
 // The aggregate functions. Every one skips null values (SQL semantics); a
 // group with no non-null value has a null Sum, Min, Max, Avg, First and Last
 // and a zero Count and CountDistinct.
 const (
-	// AggCount counts the non-null values of Column; Column "" or "*" counts rows.
+	// AggCount counts the non-null values of the input; CountRows counts rows.
 	AggCount AggFunc = iota + 1
 	// AggSum adds integers as int64 (an overflow fails the merge) and floats as float64.
 	AggSum
-	// AggMin is the smallest value (NaN above every number), of the column's type.
+	// AggMin is the smallest value (NaN above every number), of the input's type.
 	AggMin
-	// AggMax is the largest value (NaN above every number), of the column's type.
+	// AggMax is the largest value (NaN above every number), of the input's type.
 	AggMax
 	// AggAvg is the float64 sum/count of the non-null values.
 	AggAvg
@@ -51,63 +51,92 @@ func (f AggFunc) String() string {
 	return fmt.Sprintf("AggFunc(%d)", int(f))
 }
 
-// Agg is one aggregate of a GroupBy: Func over Column, output as As.
+// Agg is one aggregate as the user names it: a function (AggFunc) over an
+// input expression, and the name of its output column. Build one with
+// Count, CountRows, Sum, Min, Max, Avg, First, Last or CountDistinct; As
+// names its output and PerBatch limits it to one batch's rows:
+//
+//	batch.Sum(batch.Col("amount_cents")).As("total_cents")
+//	batch.Sum(batch.Mul(batch.Col("price"), batch.Col("qty"))).As("revenue")
+//	batch.CountRows().PerBatch().As("payments")
+//
+// The input is evaluated on every row that reaches the aggregate, with the
+// semantics of Expr (an integer overflow in it fails the batch, naming the
+// expression and the row); the aggregate then skips the rows where it is
+// null. An Agg is an immutable value.
 type Agg struct {
-	Func   AggFunc
-	Column string
-	// As is the output column name; "" means Func(Column), e.g. "sum(amount)"
-	// or "count(*)".
-	As string
-	// PerBatch makes the aggregate cover only the rows merged since the last
-	// ClearChanges (this batch). It is not kept in the state store, so it
-	// has no column in StateSchema, and a group untouched in this batch
-	// outputs 0 (counts) or null (the others).
-	PerBatch bool
+	fn       AggFunc
+	input    Expr // nil: count(*)
+	name     string
+	perBatch bool
 }
 
-// Count is the number of non-null values of col; "" or "*" counts rows.
-func Count(col string) Agg { return Agg{Func: AggCount, Column: col} }
+// Count is the number of rows where e is not null.
+func Count(e Expr) Agg { return Agg{fn: AggCount, input: e} }
 
-// Sum of col: int64 for integer columns (overflow fails the merge), float64 for floats.
-func Sum(col string) Agg { return Agg{Func: AggSum, Column: col} }
+// CountRows is count(*): the number of rows.
+func CountRows() Agg { return Agg{fn: AggCount} }
 
-// Min of col, of col's type.
-func Min(col string) Agg { return Agg{Func: AggMin, Column: col} }
+// Sum of e: int64 for integers (an overflow fails the batch with
+// ErrSumOverflow), float64 for floats.
+func Sum(e Expr) Agg { return Agg{fn: AggSum, input: e} }
 
-// Max of col, of col's type.
-func Max(col string) Agg { return Agg{Func: AggMax, Column: col} }
+// Min of e, of e's type.
+func Min(e Expr) Agg { return Agg{fn: AggMin, input: e} }
 
-// Avg of col as float64.
-func Avg(col string) Agg { return Agg{Func: AggAvg, Column: col} }
+// Max of e, of e's type.
+func Max(e Expr) Agg { return Agg{fn: AggMax, input: e} }
 
-// First non-null value of col, in event order across batches.
-func First(col string) Agg { return Agg{Func: AggFirst, Column: col} }
+// Avg of e as float64.
+func Avg(e Expr) Agg { return Agg{fn: AggAvg, input: e} }
 
-// Last non-null value of col, in event order across batches.
-func Last(col string) Agg { return Agg{Func: AggLast, Column: col} }
+// First non-null value of e, in event order across batches.
+func First(e Expr) Agg { return Agg{fn: AggFirst, input: e} }
 
-// CountDistinct is the number of distinct non-null values of col.
-func CountDistinct(col string) Agg { return Agg{Func: AggCountDistinct, Column: col} }
+// Last non-null value of e, in event order across batches.
+func Last(e Expr) Agg { return Agg{fn: AggLast, input: e} }
 
-// Named returns a copy of a whose output column is name.
-func (a Agg) Named(name string) Agg { a.As = name; return a }
+// CountDistinct is the number of distinct non-null values of e.
+func CountDistinct(e Expr) Agg { return Agg{fn: AggCountDistinct, input: e} }
 
-// ThisBatch returns a copy of a that covers only this batch (see PerBatch).
-func (a Agg) ThisBatch() Agg { a.PerBatch = true; return a }
+// As returns a copy of a whose output column is name, as As(e, name) names
+// an expression's.
+func (a Agg) As(name string) Agg { a.name = name; return a }
 
-// Name is the output column name: As, or Func(Column) by default.
+// PerBatch returns a copy of a that covers only the rows of the batch
+// being processed. It keeps nothing in the state store (no state column),
+// and a group untouched in the batch outputs 0 (counts) or null (the
+// others).
+func (a Agg) PerBatch() Agg { a.perBatch = true; return a }
+
+// Func is the aggregate function.
+func (a Agg) Func() AggFunc { return a.fn }
+
+// Input is the aggregated expression, nil for CountRows.
+func (a Agg) Input() Expr { return a.input }
+
+// IsPerBatch reports whether a covers only the batch being processed (see
+// PerBatch).
+func (a Agg) IsPerBatch() bool { return a.perBatch }
+
+// Name is the output column name: the one given to As, or Func(input) by
+// default: "sum(amount)", "sum(Mul(price, qty))", "count(*)". Unless
+// PerBatch, it also names the aggregate's column in the state store, so it
+// is part of a query's checkpoint: a restart under another name is refused.
 func (a Agg) Name() string {
-	if a.As != "" {
-		return a.As
+	if a.name != "" {
+		return a.name
 	}
-	col := a.Column
-	if a.Func == AggCount && (col == "" || col == "*") {
-		col = "*"
+	in := "*"
+	if a.input != nil {
+		in = a.input.String()
 	}
-	return a.Func.String() + "(" + col + ")"
+	return a.fn.String() + "(" + in + ")"
 }
 
-// countsRows reports whether a is count(*).
-func (a Agg) countsRows() bool {
-	return a.Func == AggCount && (a.Column == "" || a.Column == "*")
+// ColumnOf reports whether e is a bare column reference, Col(name), and
+// which column.
+func ColumnOf(e Expr) (name string, ok bool) {
+	c, ok := e.(colExpr)
+	return c.name, ok
 }

@@ -25,6 +25,23 @@ var (
 	ErrSchema = errors.New("batch: record schema does not match")
 )
 
+// Errors of aggregates and windows. The engine's kernels return them
+// (wrapped, naming the column, type or group concerned) when a query's
+// aggregates or windows do not fit its input, or a sum leaves the int64
+// range.
+var (
+	// ErrSumOverflow: an integer sum left the int64 range. Integer sums
+	// never wrap silently; the batch fails and is re-run from the state
+	// last committed.
+	ErrSumOverflow = errors.New("batch: integer sum overflow")
+	// ErrAggUnsupported: an aggregate or key over a type it does not support.
+	ErrAggUnsupported = errors.New("batch: unsupported aggregate or key type")
+	// ErrAggSchema: a missing column, a mismatched record or state schema.
+	ErrAggSchema = errors.New("batch: aggregate schema mismatch")
+	// ErrWindow marks a window definition that does not fit its input.
+	ErrWindow = errors.New("batch: bad window")
+)
+
 // ExprError is the error of binding or evaluating an expression. Its message
 // names the expression (as Expr.String prints it) and, for errors found while
 // evaluating, the first failing row of the record batch and its value(s).

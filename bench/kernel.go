@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
 )
 
 // The kernel workload's input: payments (k int64, amount_cents int64),
@@ -156,16 +157,24 @@ func (s *intPaySource) Read(ctx context.Context, start, end json.RawMessage, emi
 
 // kernelAggs are the aggregates of the kernel and agg-int64 workloads.
 func kernelAggs() []batch.Agg {
-	return []batch.Agg{batch.Sum("amount_cents").Named("total_cents"), batch.Count("*").Named("payments")}
+	return []batch.Agg{batch.Sum(batch.Col("amount_cents")).As("total_cents"), batch.CountRows().As("payments")}
 }
 
-// kernelTotals is onceflow's aggregation kernel alone: one batch.GroupBy
+// kernelTotals is onceflow's aggregation kernel alone: one kernel.GroupBy
 // (the operator state the engine keeps per partition) fed every record on
 // this goroutine, then its result built as an Arrow record (all groups).
 // The timed part ends there; the returned function turns the record into
 // an answer.
 func kernelTotals(recs []arrow.RecordBatch) (func() answer, error) {
-	g, err := batch.NewGroupBy(memory.NewGoAllocator(), recs[0].Schema(), []string{"k"}, kernelAggs())
+	var aggs []kernel.Agg
+	for _, a := range kernelAggs() {
+		k, ok := kernel.FromAgg(a)
+		if !ok {
+			return nil, fmt.Errorf("kernel workload: aggregate %s is not over a column", a.Name())
+		}
+		aggs = append(aggs, k)
+	}
+	g, err := kernel.NewGroupBy(memory.NewGoAllocator(), recs[0].Schema(), []string{"k"}, aggs)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@
 // events. It reports throughput, per-core throughput, batch and state
 // commit latencies and peak memory, and exits non-zero when a streamed
 // answer differs from a reference. The kernel workload times the group-by
-// kernel (batch.GroupBy) alone against the same references on the same
+// kernel (internal/kernel GroupBy) alone against the same references on the same
 // int64-keyed rows (kernel.go).
 //
 // It is its own module so that the engine's users never download DuckDB:

@@ -95,7 +95,7 @@ func workloads() []workload {
 			stream: func(src engine.Source) *engine.Stream {
 				return engine.ReadStream(src).WithWatermark("date_time", 0).
 					GroupByWindow(engine.SlidingWindow("date_time", 10*time.Second, 2*time.Second), "auction").ID("q5").
-					Agg(batch.Count("*").Named("bids"))
+					Agg(batch.CountRows().As("bids"))
 			},
 			mode: engine.Update,
 			sink: func(*config) resultSink {
@@ -128,7 +128,7 @@ SELECT ws, max(c)::BIGINT, count(*)::BIGINT, sum(auction)::BIGINT FROM ranked WH
 			stream: func(src engine.Source) *engine.Stream {
 				return engine.ReadStream(src).WithWatermark("date_time", 0).
 					GroupByWindow(engine.TumblingWindow("date_time", 10*time.Second)).ID("q7").
-					Agg(batch.Max("price").Named("max_price"))
+					Agg(batch.Max(batch.Col("price")).As("max_price"))
 			},
 			mode: engine.Update,
 			sink: func(*config) resultSink { return newWindowSink("", "max_price", maxPerWindow) },
@@ -153,7 +153,7 @@ SELECT ws, max(c)::BIGINT, count(*)::BIGINT, sum(auction)::BIGINT FROM ranked WH
 			input: payments,
 			stream: func(src engine.Source) *engine.Stream {
 				return engine.ReadStream(src).GroupBy("key").ID("settlement").
-					Agg(batch.Sum("amount_cents").Named("total_cents"), batch.Count("*").Named("payments"))
+					Agg(batch.Sum(batch.Col("amount_cents")).As("total_cents"), batch.CountRows().As("payments"))
 			},
 			mode: engine.Update,
 			sink: func(*config) resultSink { return newTotalsSink("key", "total_cents", "payments") },
@@ -165,7 +165,7 @@ SELECT ws, max(c)::BIGINT, count(*)::BIGINT, sum(auction)::BIGINT FROM ranked WH
 		},
 		{
 			name:   "kernel",
-			what:   "group-by kernel alone: batch.GroupBy sum and count of amount_cents per int64 merchant id, one goroutine",
+			what:   "group-by kernel alone: kernel.GroupBy sum and count of amount_cents per int64 merchant id, one goroutine",
 			input:  intPayments,
 			sql:    intTotalsSQL,
 			scan:   func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },

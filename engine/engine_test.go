@@ -147,7 +147,7 @@ func TestAggregateUpdateAndComplete(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			src := newSeq(100, 30, 4)
 			sink := memsink.New("out")
-			stream := ReadStream(src).GroupBy("key").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+			stream := ReadStream(src).GroupBy("key").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 			if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithOutputMode(mode), WithStatePartitions(3)); err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +202,7 @@ func TestRecoveryRerunsThePlannedBatch(t *testing.T) {
 	cp := localStore(t)
 	src := newSeq(50, 10, 5)
 	sink := &failingSink{Sink: memsink.New("out"), failAt: 2}
-	stream := ReadStream(src).GroupBy("key").Agg(batch.Sum("amount").Named("total"))
+	stream := ReadStream(src).GroupBy("key").Agg(batch.Sum(batch.Col("amount")).As("total"))
 	_, err := runQuery(t, stream, WithCheckpoint(cp), WithSink(sink), WithTrigger(AvailableNow()))
 	if err == nil || !strings.Contains(err.Error(), "injected sink failure") {
 		t.Fatalf("want the sink failure, got %v", err)
@@ -215,7 +215,7 @@ func TestRecoveryRerunsThePlannedBatch(t *testing.T) {
 	// More data arrives; the re-run must still read exactly [20, 30).
 	src.avail.Store(1000)
 	src2 := newSeq(1000, 10, 5)
-	stream2 := ReadStream(src2).GroupBy("key").Agg(batch.Sum("amount").Named("total"))
+	stream2 := ReadStream(src2).GroupBy("key").Agg(batch.Sum(batch.Col("amount")).As("total"))
 	q, err := runQuery(t, stream2, WithCheckpoint(cp), WithSink(sink), WithTrigger(Once()))
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestSecondDriverFailsAtOnce(t *testing.T) {
 
 func TestIncompatibleRestart(t *testing.T) {
 	base := func(src Source) *Stream {
-		return ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum("amount"))
+		return ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")))
 	}
 	cases := []struct {
 		name    string
@@ -302,11 +302,11 @@ func TestIncompatibleRestart(t *testing.T) {
 	}{
 		{"partition count", base, []Option{WithStatePartitions(5)}, "state partitions changed from 3 to 5"},
 		{"grouping key", func(s Source) *Stream {
-			return ReadStream(s).GroupBy("i").ID("totals").Agg(batch.Sum("amount"))
+			return ReadStream(s).GroupBy("i").ID("totals").Agg(batch.Sum(batch.Col("amount")))
 		}, nil, `operator "totals" grouping key changed`},
 		{"operator removed", func(s Source) *Stream { return ReadStream(s) }, nil, `stateful operator "totals" was removed`},
 		{"added filter", func(s Source) *Stream {
-			return ReadStream(s).Where(batch.Ge(batch.Col("amount"), batch.Lit(int64(0)))).GroupBy("key").ID("totals").Agg(batch.Sum("amount"))
+			return ReadStream(s).Where(batch.Ge(batch.Col("amount"), batch.Lit(int64(0)))).GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")))
 		}, nil, ""},
 	}
 	for _, tc := range cases {
@@ -368,7 +368,7 @@ func TestStopFinishesTheBatchInFlight(t *testing.T) {
 
 func TestPurgeKeepsTheRetention(t *testing.T) {
 	cp := localStore(t)
-	stream := ReadStream(newSeq(200, 10, 3)).GroupBy("key").Agg(batch.Count("*"))
+	stream := ReadStream(newSeq(200, 10, 3)).GroupBy("key").Agg(batch.CountRows())
 	if _, err := runQuery(t, stream, WithCheckpoint(cp), WithSink(memsink.New("o")), WithTrigger(AvailableNow()), WithMinBatchesToRetain(4), WithSnapshotEvery(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestPurgeKeepsTheRetention(t *testing.T) {
 	}
 	// A restart still loads the state and continues.
 	sink := memsink.New("o2")
-	if _, err := runQuery(t, ReadStream(newSeq(203, 10, 3)).GroupBy("key").Agg(batch.Count("*")), WithCheckpoint(cp), WithSink(sink), WithTrigger(AvailableNow()), WithMinBatchesToRetain(4)); err != nil {
+	if _, err := runQuery(t, ReadStream(newSeq(203, 10, 3)).GroupBy("key").Agg(batch.CountRows()), WithCheckpoint(cp), WithSink(sink), WithTrigger(AvailableNow()), WithMinBatchesToRetain(4)); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"k0": "[68]", "k1": "[68]", "k2": "[67]"}
@@ -395,7 +395,7 @@ func TestPurgeKeepsTheRetention(t *testing.T) {
 
 func TestBatchIDColumn(t *testing.T) {
 	sink := memsink.New("out")
-	stream := ReadStream(newSeq(30, 10, 3)).GroupBy("key").Agg(batch.Sum("amount").ThisBatch().Named("batch_sum")).WithBatchIDColumn("batch_id")
+	stream := ReadStream(newSeq(30, 10, 3)).GroupBy("key").Agg(batch.Sum(batch.Col("amount")).PerBatch().As("batch_sum")).WithBatchIDColumn("batch_id")
 	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow())); err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func runWindowed(t *testing.T, mode OutputMode, w Window, script [][]evRow, late
 	stream := ReadStream(&scriptSource{batches: script}).
 		WithWatermark("ts", 5*time.Second).
 		GroupByWindow(w, "key").ID("win").
-		Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+		Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	opts := []Option{WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithOutputMode(mode), WithStatePartitions(2),
 		WithProgressListener(func(p Progress) { progress = append(progress, p) })}
 	if late != nil {
@@ -309,7 +309,7 @@ func TestDropDuplicatesWithinWatermark(t *testing.T) {
 	sink := memsink.New("out")
 	stream := ReadStream(&scriptSource{batches: script}).
 		WithWatermark("ts", 20*time.Second).
-		DropDuplicatesWithinWatermark("key")
+		DropDuplicatesWithinWatermark("key").Stream
 	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestDropDuplicatesWithinWatermark(t *testing.T) {
 }
 
 func TestAppendAggregationNeedsWindowAndWatermark(t *testing.T) {
-	stream := ReadStream(&scriptSource{}).GroupBy("key").Agg(batch.Sum("amount"))
+	stream := ReadStream(&scriptSource{}).GroupBy("key").Agg(batch.Sum(batch.Col("amount")))
 	_, err := NewQuery(stream, WithCheckpoint(localStore(t)), WithSink(memsink.New("o")), WithOutputMode(Append))
 	if err == nil || !strings.Contains(err.Error(), "append output mode with an aggregation needs an event-time window") {
 		t.Fatalf("got %v", err)
@@ -407,7 +407,7 @@ func TestSessionWindowAppendMatchesModel(t *testing.T) {
 	stream := ReadStream(&scriptSource{batches: script}).
 		WithWatermark("ts", 5*time.Second).
 		GroupByWindow(SessionWindow("ts", 5*time.Second), "key").ID("sessions").
-		Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+		Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithOutputMode(Append), WithStatePartitions(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -428,12 +428,12 @@ func TestSessionWindowAppendMatchesModel(t *testing.T) {
 
 func TestSessionWindowRefusesUpdateAndFirst(t *testing.T) {
 	base := ReadStream(&scriptSource{}).WithWatermark("ts", time.Second)
-	_, err := NewQuery(base.GroupByWindow(SessionWindow("ts", time.Second), "key").Agg(batch.Sum("amount")),
+	_, err := NewQuery(base.GroupByWindow(SessionWindow("ts", time.Second), "key").Agg(batch.Sum(batch.Col("amount"))),
 		WithCheckpoint(localStore(t)), WithSink(memsink.New("o")), WithOutputMode(Update))
 	if err == nil || !strings.Contains(err.Error(), "session windows support append and complete") {
 		t.Fatalf("update mode: %v", err)
 	}
-	_, err = NewQuery(base.GroupByWindow(SessionWindow("ts", time.Second), "key").Agg(batch.First("amount")),
+	_, err = NewQuery(base.GroupByWindow(SessionWindow("ts", time.Second), "key").Agg(batch.First(batch.Col("amount"))),
 		WithCheckpoint(localStore(t)), WithSink(memsink.New("o")), WithOutputMode(Append))
 	if err == nil || !strings.Contains(err.Error(), "not supported") {
 		t.Fatalf("first over sessions: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -54,9 +56,12 @@ type eventStats struct {
 }
 
 type aggOperator struct {
-	step        *aggregateStep
-	window      *batch.WindowAssigner
-	inSchema    *arrow.Schema // entering the operator
+	step *aggregateStep
+	// exprs appends the inputs of the aggregates over expressions (nil:
+	// every aggregate reads a column as it is).
+	exprs       *batch.Projection
+	window      *kernel.WindowAssigner
+	inSchema    *arrow.Schema // entering the operator (the late rows' schema)
 	keyIdx      []int         // in the GroupBy's input
 	parts       []*aggPartition
 	keySchema   *arrow.Schema
@@ -75,23 +80,17 @@ type aggOperator struct {
 	pruned *arrow.Schema
 	// session windows
 	session *sessionState
-	// dedup: output columns in the input's order, taken from GroupBy output
-	dedupCols []int
-	dedupN    [2]int // output indexes of the running and this-batch counts
+	// dedup: how the GroupBy's output becomes the rows first seen
+	dedup *kernel.Dedup
 }
 
 type aggPartition struct {
-	gb      *batch.GroupBy
+	gb      *kernel.GroupBy
 	store   *statestore.Store
 	pending []arrow.RecordBatch
 	updated int64
 	removed int64
 }
-
-const (
-	dedupCountCol      = "__onceflow_n"
-	dedupBatchCountCol = "__onceflow_batch_n"
-)
 
 // batchIDOp appends the batch id as a constant column.
 type batchIDOp struct {
@@ -134,6 +133,17 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 		switch st.kind {
 		case stepSelect:
 			p, err := batch.NewProjection(cfg.mem, schema, st.cols)
+			if err != nil {
+				return nil, fmt.Errorf("%w: step %d: %w", ErrInvalidQuery, i+1, err)
+			}
+			*cur = append(*cur, p)
+			schema = p.Schema()
+		case stepWithColumn, stepDrop:
+			cols, err := keptColumns(schema, st)
+			if err != nil {
+				return nil, fmt.Errorf("%w: step %d: %w", ErrInvalidQuery, i+1, err)
+			}
+			p, err := batch.NewProjection(cfg.mem, schema, cols)
 			if err != nil {
 				return nil, fmt.Errorf("%w: step %d: %w", ErrInvalidQuery, i+1, err)
 			}
@@ -215,6 +225,48 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 	return ex, nil
 }
 
+// keptColumns is the projection of a WithColumn or Drop step over schema:
+// every column of schema as it is, but for the one WithColumn sets (in
+// place, or appended) and the ones Drop removes.
+func keptColumns(schema *arrow.Schema, st step) ([]batch.Named, error) {
+	drop := map[string]bool{}
+	switch st.kind {
+	case stepWithColumn:
+		if st.name == "" {
+			return nil, fmt.Errorf("withColumn: the column needs a name")
+		}
+		if n := len(schema.FieldIndices(st.name)); n > 1 {
+			return nil, fmt.Errorf("withColumn(%s): %d columns of that name in %s; replace one of them with Select", st.name, n, schema)
+		}
+	case stepDrop:
+		for _, c := range st.names {
+			if len(schema.FieldIndices(c)) == 0 {
+				return nil, fmt.Errorf("drop(%s): column %q is not in %s", strings.Join(st.names, ", "), c, schema)
+			}
+			drop[c] = true
+		}
+	}
+	var cols []batch.Named
+	set := false
+	for _, f := range schema.Fields() {
+		switch {
+		case drop[f.Name]:
+		case st.kind == stepWithColumn && f.Name == st.name:
+			cols = append(cols, batch.As(st.pred, st.name))
+			set = true
+		default:
+			cols = append(cols, batch.As(batch.Col(f.Name), f.Name))
+		}
+	}
+	if st.kind == stepWithColumn && !set {
+		cols = append(cols, batch.As(st.pred, st.name))
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("drop(%s) leaves no column", strings.Join(st.names, ", "))
+	}
+	return cols, nil
+}
+
 func checkTimestampCol(s *arrow.Schema, col string) error {
 	idx := s.FieldIndices(col)
 	if len(idx) != 1 {
@@ -226,14 +278,73 @@ func checkTimestampCol(s *arrow.Schema, col string) error {
 	return nil
 }
 
-func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
-	if st.window != nil && st.window.gap > 0 {
-		return newSessionOperator(cfg, in, st, wm)
+// bindAggs compiles the user's aggregates into the kernel's, which read
+// columns. An aggregate over a bare column reads it; one over another
+// expression reads a column that the returned projection appends to in,
+// named after the expression (so the kernel's errors name it) and shared by
+// the aggregates over the same expression. The projection is nil when every
+// aggregate reads a bare column. An aggregate's name, and so its state
+// column, is the user's either way.
+func bindAggs(mem memory.Allocator, in *arrow.Schema, aggs []batch.Agg) (*batch.Projection, []kernel.Agg, error) {
+	out := make([]kernel.Agg, len(aggs))
+	var extra []batch.Named
+	byExpr := map[string]string{}
+	taken := map[string]bool{}
+	for _, f := range in.Fields() {
+		taken[f.Name] = true
 	}
-	a := &aggOperator{step: st, inSchema: in, evictCol: -1}
+	for i, a := range aggs {
+		if k, ok := kernel.FromAgg(a); ok {
+			out[i] = k
+			continue
+		}
+		e := a.Input()
+		text := e.String()
+		col, ok := byExpr[text]
+		if !ok {
+			col = text
+			for n := 2; taken[col]; n++ {
+				col = fmt.Sprintf("%s#%d", text, n)
+			}
+			taken[col] = true
+			byExpr[text] = col
+			extra = append(extra, batch.As(e, col))
+		}
+		out[i] = kernel.Agg{Func: a.Func(), Column: col, Name: a.Name(), PerBatch: a.IsPerBatch()}
+	}
+	if len(extra) == 0 {
+		return nil, out, nil
+	}
+	cols := make([]batch.Named, 0, in.NumFields()+len(extra))
+	for _, f := range in.Fields() {
+		cols = append(cols, batch.As(batch.Col(f.Name), f.Name))
+	}
+	p, err := batch.NewProjection(mem, in, append(cols, extra...))
+	if err != nil {
+		return nil, nil, fmt.Errorf("aggregate input: %w", err)
+	}
+	return p, out, nil
+}
+
+func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
+	exprs, aggs, err := bindAggs(cfg.mem, in, st.aggs)
+	if err != nil {
+		return nil, err
+	}
 	gbIn := in
+	if exprs != nil {
+		gbIn = exprs.Schema()
+	}
+	if st.window != nil && st.window.gap > 0 {
+		a, err := newSessionOperator(cfg, gbIn, st, aggs, wm)
+		if err != nil {
+			return nil, err
+		}
+		a.exprs, a.inSchema = exprs, in
+		return a, nil
+	}
+	a := &aggOperator{step: st, exprs: exprs, inSchema: in, evictCol: -1}
 	keys := st.keys
-	aggs := st.aggs
 	if st.dedup == notDedup {
 		// Only the keys, the aggregates' columns and the window's column
 		// go on: partitioning and windowing copy every column they get.
@@ -249,19 +360,19 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 		}
 		var fields []arrow.Field
 		var idx []int
-		for i, f := range in.Fields() {
+		for i, f := range gbIn.Fields() {
 			if need[f.Name] {
 				fields = append(fields, f)
 				idx = append(idx, i)
 			}
 		}
-		if len(idx) < in.NumFields() && len(idx) > 0 {
+		if len(idx) < gbIn.NumFields() && len(idx) > 0 {
 			gbIn = arrow.NewSchema(fields, nil)
 			a.prune, a.pruned = idx, gbIn
 		}
 	}
 	if st.window != nil {
-		w, err := batch.NewWindowAssigner(cfg.mem, gbIn, st.window.col, st.window.size, st.window.slide)
+		w, err := kernel.NewWindowAssigner(cfg.mem, gbIn, st.window.col, st.window.size, st.window.slide)
 		if err != nil {
 			return nil, err
 		}
@@ -274,22 +385,14 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 		}
 	}
 	if st.dedup != notDedup {
-		if len(keys) == 0 {
-			return nil, fmt.Errorf("deduplication needs at least one key column")
+		d, err := kernel.NewDedup(in, keys)
+		if err != nil {
+			return nil, err
 		}
 		if st.dedup == dedupWithinWatermark && wm == nil {
 			return nil, fmt.Errorf("DropDuplicatesWithinWatermark needs a watermark (WithWatermark before it)")
 		}
-		isKey := map[string]bool{}
-		for _, k := range keys {
-			isKey[k] = true
-		}
-		aggs = []batch.Agg{batch.Count("*").Named(dedupCountCol), batch.Count("*").ThisBatch().Named(dedupBatchCountCol)}
-		for _, f := range in.Fields() {
-			if !isKey[f.Name] {
-				aggs = append(aggs, batch.First(f.Name).Named(f.Name))
-			}
-		}
+		a.dedup, aggs = d, d.Aggs()
 	}
 	for _, k := range keys {
 		idx := gbIn.FieldIndices(k)
@@ -300,7 +403,7 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 	}
 	a.parts = make([]*aggPartition, cfg.partitions)
 	for p := range a.parts {
-		gb, err := batch.NewGroupBy(cfg.mem, gbIn, keys, aggs)
+		gb, err := kernel.NewGroupBy(cfg.mem, gbIn, keys, aggs)
 		if err != nil {
 			a.release()
 			return nil, err
@@ -311,15 +414,10 @@ func newAggOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *waterm
 	a.keySchema, a.stateSchema, a.outSchema = g.KeySchema(), g.StateSchema(), g.OutputSchema()
 	if st.dedup != notDedup {
 		out := g.OutputSchema()
-		for _, f := range in.Fields() {
-			idx := out.FieldIndices(f.Name)
-			if len(idx) != 1 || !arrow.TypeEqual(out.Field(idx[0]).Type, f.Type) {
-				a.release()
-				return nil, fmt.Errorf("column %q of type %s cannot be carried through deduplication", f.Name, f.Type)
-			}
-			a.dedupCols = append(a.dedupCols, idx[0])
+		if err := a.dedup.Bind(out); err != nil {
+			a.release()
+			return nil, err
 		}
-		a.dedupN = [2]int{out.FieldIndices(dedupCountCol)[0], out.FieldIndices(dedupBatchCountCol)[0]}
 		a.outSchema = in
 		if wm != nil {
 			delay := wm.delay.Milliseconds()
@@ -450,6 +548,14 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 	if ex.agg == nil {
 		return ex.emit(ctx, cur)
 	}
+	if a := ex.agg; a.exprs != nil {
+		next, err := a.exprs.Apply(ctx, cur)
+		if err != nil {
+			return err
+		}
+		cur.Release()
+		cur = next
+	}
 	if a := ex.agg; a.prune != nil {
 		cols := make([]arrow.Array, len(a.prune))
 		for i, c := range a.prune {
@@ -470,7 +576,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 			// A row of a sliding window can fall in windows the watermark
 			// has closed (and emitted) as well as open ones: keep only the
 			// open ones, or a closed window would be emitted twice.
-			ends, _, err := batch.EventTimesMillis(cur, int(cur.NumCols()-1))
+			ends, _, err := kernel.EventTimesMillis(cur, int(cur.NumCols()-1))
 			if err != nil {
 				return err
 			}
@@ -478,7 +584,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 			for i, e := range ends {
 				keep[i] = e > ex.watermark
 			}
-			next, err := batch.FilterRows(ctx, ex.mem, cur, keep)
+			next, err := kernel.FilterRows(ctx, ex.mem, cur, keep)
 			if err != nil {
 				return err
 			}
@@ -486,7 +592,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 			cur = next
 		}
 	}
-	parts, err := batch.Partition(ex.mem, cur, ex.agg.keyIdx, len(ex.agg.parts))
+	parts, err := kernel.Partition(ex.mem, cur, ex.agg.keyIdx, len(ex.agg.parts))
 	if err != nil {
 		return err
 	}
@@ -508,7 +614,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 // the record to go on with (cur itself, or a filtered copy after releasing
 // cur).
 func (ex *executor) eventTime(ctx context.Context, cur arrow.RecordBatch) (arrow.RecordBatch, error) {
-	ms, valid, err := batch.EventTimesMillis(cur, ex.wmIdx)
+	ms, valid, err := kernel.EventTimesMillis(cur, ex.wmIdx)
 	if err != nil {
 		return cur, err
 	}
@@ -545,12 +651,12 @@ func (ex *executor) eventTime(ctx context.Context, cur arrow.RecordBatch) (arrow
 		drop[i] = !keep[i]
 	}
 	ex.lateRows += int64(late)
-	lateRec, err := batch.FilterRows(ctx, ex.mem, cur, drop)
+	lateRec, err := kernel.FilterRows(ctx, ex.mem, cur, drop)
 	if err != nil {
 		return cur, err
 	}
 	ex.late = append(ex.late, lateRec)
-	next, err := batch.FilterRows(ctx, ex.mem, cur, keep)
+	next, err := kernel.FilterRows(ctx, ex.mem, cur, keep)
 	if err != nil {
 		return cur, err
 	}
@@ -746,13 +852,13 @@ func withoutKeys(ctx context.Context, mem memory.Allocator, rec, keys arrow.Reco
 		_, drop := gone[keyString(cols, i)]
 		keep[i] = !drop
 	}
-	return batch.FilterRows(ctx, mem, rec, keep)
+	return kernel.FilterRows(ctx, mem, rec, keep)
 }
 
 // filterExpired keeps the rows of rec whose column col holds a time the
 // watermark has expired (want=true) or not (want=false).
 func (ex *executor) filterExpired(ctx context.Context, rec arrow.RecordBatch, col int, want bool) (arrow.RecordBatch, error) {
-	ms, _, err := batch.EventTimesMillis(rec, col)
+	ms, _, err := kernel.EventTimesMillis(rec, col)
 	if err != nil {
 		return nil, err
 	}
@@ -760,7 +866,7 @@ func (ex *executor) filterExpired(ctx context.Context, rec arrow.RecordBatch, co
 	for i, t := range ms {
 		keep[i] = ex.watermark > 0 && ex.agg.expired(t, ex.watermark) == want
 	}
-	return batch.FilterRows(ctx, ex.mem, rec, keep)
+	return kernel.FilterRows(ctx, ex.mem, rec, keep)
 }
 
 // evict removes the groups the watermark expired and returns their keys.
@@ -776,7 +882,7 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 			}
 			unit := ts.DataType().(*arrow.TimestampType).Unit
 			for i, v := range ts.TimestampValues() {
-				out[i] = !a.expired(batch.TimestampMillis(int64(v), unit), ex.watermark)
+				out[i] = !a.expired(kernel.TimestampMillis(int64(v), unit), ex.watermark)
 			}
 		})
 		if ferr != nil {
@@ -788,7 +894,7 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 		return removed, err
 	}
 	all := part.gb.Output(false)
-	ms, _, err := batch.EventTimesMillis(all, a.evictCol)
+	ms, _, err := kernel.EventTimesMillis(all, a.evictCol)
 	all.Release()
 	if err != nil {
 		return nil, err
@@ -803,25 +909,9 @@ func (ex *executor) evict(part *aggPartition) (arrow.RecordBatch, error) {
 // dedupOutput returns the rows of keys first seen in this batch, as the
 // operator's input rows (the first row of each key).
 func (ex *executor) dedupOutput(ctx context.Context, part *aggPartition) (arrow.RecordBatch, error) {
-	a := ex.agg
 	o := part.gb.Output(true)
 	defer o.Release()
-	total := o.Column(a.dedupN[0]).(*array.Int64)
-	inBatch := o.Column(a.dedupN[1]).(*array.Int64)
-	keep := make([]bool, o.NumRows())
-	for i := range keep {
-		keep[i] = total.Value(i) == inBatch.Value(i)
-	}
-	f, err := batch.FilterRows(ctx, ex.mem, o, keep)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Release()
-	cols := make([]arrow.Array, len(a.dedupCols))
-	for i, c := range a.dedupCols {
-		cols[i] = f.Column(c)
-	}
-	return array.NewRecordBatch(a.inSchema, cols, f.NumRows()), nil
+	return ex.agg.dedup.FirstSeen(ctx, ex.mem, o)
 }
 
 // reset releases the batch's output and clears the batch's figures.

@@ -20,7 +20,7 @@ import (
 )
 
 func forkStream(avail int64) *Stream {
-	return ReadStream(newSeq(avail, 10, 5)).GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+	return ReadStream(newSeq(avail, 10, 5)).GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 }
 
 func listNames(t *testing.T, st storage.Store) []string {

@@ -124,7 +124,7 @@ func (s *snapshotStore) Put(ctx context.Context, name string, data []byte) error
 
 func snapshotQuery(t *testing.T, st storage.Store, trig Trigger) *Query {
 	t.Helper()
-	stream := ReadStream(newSeq(10, 10, 3)).GroupBy("key").Agg(batch.Count("*"))
+	stream := ReadStream(newSeq(10, 10, 3)).GroupBy("key").Agg(batch.CountRows())
 	q, err := NewQuery(stream, WithCheckpoint(st), WithSink(memsink.New("out")), WithTrigger(trig), WithSnapshotEvery(1))
 	if err != nil {
 		t.Fatal(err)

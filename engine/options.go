@@ -137,11 +137,14 @@ func WithStatePartitions(p int) Option { return func(c *config) { c.partitions =
 // versions are kept for recovery and inspection. Default 100.
 func WithMinBatchesToRetain(n int) Option { return func(c *config) { c.minBatchesToRetain = n } }
 
-// WithSnapshotEvery sets the fewest state versions between full state
-// snapshots (written in the background). Default 10. Past that, a
-// partition writes a snapshot once the deltas since its last one weigh half
-// of it, or 100 versions have passed (statestore.Options), so a large state
-// that changes little is not rewritten every K batches.
+// WithSnapshotEvery sets K, the fewest state versions between two full
+// snapshots of a state partition (written in the background). Default 10.
+// K is a minimum, not a period: once its newest snapshot is K or more
+// versions old, a partition snapshots when the deltas since it weigh half
+// of it (statestore.Options.SnapshotDeltaRatio), or unconditionally at
+// max(100, K) versions (SnapshotMaxEvery). So a large state that changes
+// little is not rewritten every K batches, and a load replays at most
+// max(100, K) deltas. docs/format/state.md has the rule.
 func WithSnapshotEvery(k int) Option { return func(c *config) { c.snapshotEvery = k } }
 
 // WithProgressListener adds a function called with each batch's progress,

@@ -25,7 +25,7 @@ func TestReviewDedupKeyChangedAndExpiredInOneBatch(t *testing.T) {
 	sink := memsink.New("out")
 	stream := ReadStream(&scriptSource{batches: script}).
 		WithWatermark("ts", 5*time.Second).
-		DropDuplicatesWithinWatermark("key")
+		DropDuplicatesWithinWatermark("key").Stream
 	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(1)); err != nil {
 		t.Fatalf("query stuck: %v", err)
 	}

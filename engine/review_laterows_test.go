@@ -69,7 +69,7 @@ func TestReviewLateRowsSinkIsStartedAndChecked(t *testing.T) {
 		return ReadStream(&scriptSource{batches: outOfOrder}).
 			WithWatermark("ts", 5*time.Second).
 			GroupByWindow(TumblingWindow("ts", 10*time.Second), "key").ID("win").
-			Agg(batch.Sum("amount").Named("total"))
+			Agg(batch.Sum(batch.Col("amount")).As("total"))
 	}
 	t.Run("started", func(t *testing.T) {
 		late := &startRecorder{guarantee: ExactlyOnce}

@@ -75,10 +75,10 @@ func TestReviewDedupNullEventTime(t *testing.T) {
 		stream func() *Stream
 	}{
 		{"within watermark", func() *Stream {
-			return ReadStream(&nullTSSource{batches: script}).WithWatermark("ts", 5*time.Second).DropDuplicatesWithinWatermark("key")
+			return ReadStream(&nullTSSource{batches: script}).WithWatermark("ts", 5*time.Second).DropDuplicatesWithinWatermark("key").Stream
 		}},
 		{"time among the keys", func() *Stream {
-			return ReadStream(&nullTSSource{batches: script}).WithWatermark("ts", 5*time.Second).DropDuplicates("key", "ts")
+			return ReadStream(&nullTSSource{batches: script}).WithWatermark("ts", 5*time.Second).DropDuplicates("key", "ts").Stream
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ func TestReviewStatefulStepAddedToStatelessCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	totals := func() *Stream {
-		return ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Count("*").Named("n"))
+		return ReadStream(src).GroupBy("key").ID("totals").Agg(batch.CountRows().As("n"))
 	}
 	opts := func(sink *memsink.Sink) []Option {
 		return []Option{WithCheckpoint(cp), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(2), WithOutputMode(Complete)}

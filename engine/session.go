@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
 )
 
 // SessionWindow groups rows per key into sessions: rows of one key whose
@@ -38,7 +39,7 @@ const (
 )
 
 type sessionAgg struct {
-	user  batch.Agg
+	user  kernel.Agg
 	col   int            // input column, -1 for count(*)
 	typ   arrow.DataType // of the stored value(s)
 	inner []string       // stored column names (avg: sum, count)
@@ -55,7 +56,7 @@ type sessionState struct {
 	out    *arrow.Schema
 }
 
-func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *watermarkStep) (*aggOperator, error) {
+func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, aggs []kernel.Agg, wm *watermarkStep) (*aggOperator, error) {
 	w := st.window
 	idx := in.FieldIndices(w.col)
 	if len(idx) != 1 {
@@ -87,10 +88,10 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *wa
 		arrow.Field{Name: sessTMin, Type: tsType, Nullable: true},
 		arrow.Field{Name: sessTMax, Type: tsType, Nullable: true})
 	gbKeys := append(append([]string(nil), st.keys...), sessStart)
-	gbAggs := []batch.Agg{batch.Min(sessTMin).Named(sessTMin), batch.Max(sessTMax).Named(sessTMax)}
-	for i, ua := range st.aggs {
+	gbAggs := []kernel.Agg{{Func: batch.AggMin, Column: sessTMin, Name: sessTMin}, {Func: batch.AggMax, Column: sessTMax, Name: sessTMax}}
+	for i, ua := range aggs {
 		sa := sessionAgg{user: ua, col: -1}
-		if ua.Column != "" && ua.Column != "*" {
+		if ua.Column != "" {
 			ci := in.FieldIndices(ua.Column)
 			if len(ci) != 1 {
 				return nil, fmt.Errorf("%s over %q: not a column of %s", ua.Func, ua.Column, in)
@@ -105,8 +106,8 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *wa
 		switch ua.Func {
 		case batch.AggCount:
 			sa.typ, sa.inner = arrow.PrimitiveTypes.Int64, []string{name}
-			gbAggs = append(gbAggs, batch.Sum(name).Named(name))
-			outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: arrow.PrimitiveTypes.Int64})
+			gbAggs = append(gbAggs, kernel.Agg{Func: batch.AggSum, Column: name, Name: name})
+			outFields = append(outFields, arrow.Field{Name: ua.Name, Type: arrow.PrimitiveTypes.Int64})
 		case batch.AggSum, batch.AggAvg:
 			switch {
 			case arrow.IsInteger(colType.ID()):
@@ -117,13 +118,13 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *wa
 				return nil, fmt.Errorf("%s over %q: type %s is not a number", ua.Func, ua.Column, colType)
 			}
 			sa.inner = []string{name}
-			gbAggs = append(gbAggs, batch.Sum(name).Named(name))
+			gbAggs = append(gbAggs, kernel.Agg{Func: batch.AggSum, Column: name, Name: name})
 			if ua.Func == batch.AggAvg {
 				sa.inner = append(sa.inner, name+"_n")
-				gbAggs = append(gbAggs, batch.Sum(name+"_n").Named(name+"_n"))
-				outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: arrow.PrimitiveTypes.Float64, Nullable: true})
+				gbAggs = append(gbAggs, kernel.Agg{Func: batch.AggSum, Column: name + "_n", Name: name + "_n"})
+				outFields = append(outFields, arrow.Field{Name: ua.Name, Type: arrow.PrimitiveTypes.Float64, Nullable: true})
 			} else {
-				outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: sa.typ, Nullable: true})
+				outFields = append(outFields, arrow.Field{Name: ua.Name, Type: sa.typ, Nullable: true})
 			}
 		case batch.AggMin, batch.AggMax:
 			if sa.col < 0 {
@@ -131,11 +132,11 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *wa
 			}
 			sa.typ, sa.inner = colType, []string{name}
 			if ua.Func == batch.AggMin {
-				gbAggs = append(gbAggs, batch.Min(name).Named(name))
+				gbAggs = append(gbAggs, kernel.Agg{Func: batch.AggMin, Column: name, Name: name})
 			} else {
-				gbAggs = append(gbAggs, batch.Max(name).Named(name))
+				gbAggs = append(gbAggs, kernel.Agg{Func: batch.AggMax, Column: name, Name: name})
 			}
-			outFields = append(outFields, arrow.Field{Name: ua.Name(), Type: colType, Nullable: true})
+			outFields = append(outFields, arrow.Field{Name: ua.Name, Type: colType, Nullable: true})
 		default:
 			return nil, fmt.Errorf("%s over session windows is not supported (sessions merge; use count, sum, min, max or avg)", ua.Func)
 		}
@@ -152,7 +153,7 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, wm *wa
 	ss.out = arrow.NewSchema(outFields, nil)
 	a.parts = make([]*aggPartition, cfg.partitions)
 	for p := range a.parts {
-		gb, err := batch.NewGroupBy(cfg.mem, ss.inner, gbKeys, gbAggs)
+		gb, err := kernel.NewGroupBy(cfg.mem, ss.inner, gbKeys, gbAggs)
 		if err != nil {
 			a.release()
 			return nil, err
@@ -202,7 +203,7 @@ func (ss *sessionState) innerColumns(ctx context.Context, mem memory.Allocator, 
 			} else {
 				cast, err := compute.CastToType(compute.WithAllocator(ctx, mem), c, sa.typ)
 				if err != nil {
-					return fail(fmt.Errorf("session aggregate %s: %w", sa.user.Name(), err))
+					return fail(fmt.Errorf("session aggregate %s: %w", sa.user.Name, err))
 				}
 				out = append(out, cast)
 			}
@@ -381,7 +382,7 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 	defer final.Release()
 	ends := make([]int64, final.NumRows())
 	for g, t := range tsValues(final.Column(ss.nKeys + 2)) {
-		ends[g] = batch.TimestampMillis(int64(t)+ss.gap, ss.unit)
+		ends[g] = kernel.TimestampMillis(int64(t)+ss.gap, ss.unit)
 	}
 	closed := make([]bool, len(ends))
 	anyClosed := false
@@ -393,7 +394,7 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 	var err error
 	switch ex.mode {
 	case Append:
-		sel, ferr := batch.FilterRows(ctx, ex.mem, final, closed)
+		sel, ferr := kernel.FilterRows(ctx, ex.mem, final, closed)
 		if ferr != nil {
 			return nil, ferr
 		}

@@ -80,7 +80,7 @@ func TestSessionKeysWithSeparatorBytesDoNotCollide(t *testing.T) {
 	sink := memsink.New("out")
 	stream := ReadStream(&pairSource{batches: [][]pairRow{{rowA, rowB}}}).
 		GroupByWindow(SessionWindow("ts", 10*time.Second), "k1", "k2").ID("sessions").
-		Agg(batch.Count("*").Named("n"))
+		Agg(batch.CountRows().As("n"))
 	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()),
 		WithOutputMode(Complete), WithStatePartitions(1)); err != nil {
 		t.Fatal(err)

@@ -278,7 +278,7 @@ func TestLateRowsSinkPositionIsChecked(t *testing.T) {
 		return ReadStream(&scriptSource{batches: outOfOrder}).
 			WithWatermark("ts", 5*time.Second).
 			GroupByWindow(TumblingWindow("ts", 10*time.Second), "key").ID("win").
-			Agg(batch.Sum("amount").Named("total"))
+			Agg(batch.Sum(batch.Col("amount")).As("total"))
 	}
 	late := &positionSink{Sink: memsink.New("late"), last: -1}
 	if _, err := runQuery(t, stream(), WithCheckpoint(cp), WithSink(memsink.New("out")), WithTrigger(AvailableNow()), WithLateRows(late)); err != nil {

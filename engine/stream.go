@@ -26,15 +26,18 @@ const (
 	stepWatermark
 	stepDedup
 	stepBatchID
+	stepWithColumn
+	stepDrop
 )
 
 type step struct {
-	kind stepKind
-	cols []batch.Named
-	pred batch.Expr
-	agg  *aggregateStep
-	wm   *watermarkStep
-	name string // stepBatchID: the column
+	kind  stepKind
+	cols  []batch.Named
+	pred  batch.Expr // stepWhere: the predicate; stepWithColumn: the column's expression
+	agg   *aggregateStep
+	wm    *watermarkStep
+	name  string   // stepBatchID, stepWithColumn: the column
+	names []string // stepDrop: the columns
 }
 
 type aggregateStep struct {
@@ -105,6 +108,21 @@ func (s *Stream) Select(cols ...batch.Named) *Stream {
 	return s.with(step{kind: stepSelect, cols: cols})
 }
 
+// WithColumn sets the column name to e on every row: it replaces the
+// column of that name where it stands, or appends a new column after the
+// others. The other columns are kept, in order, so a step that computes one
+// column need not restate the rest.
+func (s *Stream) WithColumn(name string, e batch.Expr) *Stream {
+	return s.with(step{kind: stepWithColumn, name: name, pred: e})
+}
+
+// Drop removes the named columns and keeps the others in order. A name
+// that is not a column of the stream at that step fails the query when it
+// is built.
+func (s *Stream) Drop(cols ...string) *Stream {
+	return s.with(step{kind: stepDrop, names: append([]string(nil), cols...)})
+}
+
 // Where keeps the rows for which pred is true (null counts as false).
 func (s *Stream) Where(pred batch.Expr) *Stream {
 	return s.with(step{kind: stepWhere, pred: pred})
@@ -134,27 +152,39 @@ func (s *Stream) GroupByWindow(w Window, keys ...string) *Grouped {
 // key columns, across batches. With a watermark whose column is among the
 // keys, state older than the watermark is evicted (a duplicate that
 // arrives later than that is dropped as late); otherwise the state keeps
-// every key forever.
-func (s *Stream) DropDuplicates(keys ...string) *Stream {
-	return s.with(step{kind: stepDedup, agg: &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: dedupAll}})
+// every key forever. ID on the result names the operator.
+func (s *Stream) DropDuplicates(keys ...string) *Deduplicated {
+	return s.dedup(keys, dedupAll)
 }
 
 // DropDuplicatesWithinWatermark keeps the first row of each key and drops
 // repeats that arrive while the first one's event time plus the watermark
 // delay is above the watermark (Spark 3.5 semantics): the tool for turning
 // an at-least-once upstream into exactly-once input by event id. It needs
-// a watermark.
-func (s *Stream) DropDuplicatesWithinWatermark(keys ...string) *Stream {
-	return s.with(step{kind: stepDedup, agg: &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: dedupWithinWatermark}})
+// a watermark. ID on the result names the operator.
+func (s *Stream) DropDuplicatesWithinWatermark(keys ...string) *Deduplicated {
+	return s.dedup(keys, dedupWithinWatermark)
 }
 
-// DedupID names the deduplication operator of the last step explicitly
-// (default "dedup-<keys>").
-func (s *Stream) DedupID(id string) *Stream {
-	if len(s.steps) == 0 || s.steps[len(s.steps)-1].kind != stepDedup {
-		return s
-	}
-	n := &Stream{sources: s.sources, steps: append([]step(nil), s.steps...)}
+func (s *Stream) dedup(keys []string, kind dedupKind) *Deduplicated {
+	st := &aggregateStep{id: "dedup-" + strings.Join(keys, "-"), keys: append([]string(nil), keys...), dedup: kind}
+	return &Deduplicated{Stream: s.with(step{kind: stepDedup, agg: st})}
+}
+
+// Deduplicated is a stream whose last step is a deduplication: every
+// method of Stream goes on from it, and its Stream field is the stream
+// itself, for NewQuery or a variable of type *Stream. ID names the
+// deduplication operator.
+type Deduplicated struct {
+	*Stream
+}
+
+// ID names the deduplication operator explicitly, like Grouped.ID. The id
+// names the operator's state folder, so keeping it stable lets a query
+// change its stateless steps without orphaning state. The default is
+// derived from the keys: "dedup-<key>-<key>…".
+func (d *Deduplicated) ID(id string) *Stream {
+	n := &Stream{sources: d.sources, steps: append([]step(nil), d.steps...)}
 	last := *n.steps[len(n.steps)-1].agg
 	last.id = id
 	n.steps[len(n.steps)-1].agg = &last
@@ -193,7 +223,10 @@ func (g *Grouped) ID(id string) *Grouped {
 }
 
 // Agg completes the aggregation: one output row per group with the keys
-// and one column per aggregate.
+// and one column per aggregate, named by batch.Agg.Name. An aggregate's
+// input is any expression over the stream's columns at this step
+// (batch.Sum(batch.Mul(batch.Col("price"), batch.Col("qty")))), evaluated
+// on the rows that reach the aggregation.
 func (g *Grouped) Agg(aggs ...batch.Agg) *Stream {
 	id := g.id
 	if id == "" {
@@ -232,6 +265,10 @@ func (s *Stream) describe() string {
 			fmt.Fprintf(&b, "dropDuplicates[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
 		case stepBatchID:
 			fmt.Fprintf(&b, "batchId(%s)", st.name)
+		case stepWithColumn:
+			fmt.Fprintf(&b, "withColumn(%s, %s)", st.name, st.pred)
+		case stepDrop:
+			fmt.Fprintf(&b, "drop(%s)", strings.Join(st.names, ", "))
 		}
 	}
 	return b.String()

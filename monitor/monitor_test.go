@@ -89,7 +89,7 @@ func TestMetricsAndStatusServer(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cp := localStore(t)
 	src := newSeq(25, 10, 3)
-	stream := engine.ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"))
+	stream := engine.ReadStream(src).GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"))
 	clock := newFakeNow()
 	mon := New(WithMetrics(reg), WithStatusServer("127.0.0.1:0"), WithHealthRule(HealthRule{MaxAge: time.Minute}))
 	mon.now = clock.now

@@ -124,7 +124,7 @@ func runLedgerSrc(t *testing.T, dir string, src engine.Source, sink engine.Sink,
 	defer st.Close()
 	stream := engine.ReadStream(src).
 		GroupBy("key").ID(ledgerOperator).
-		Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("rows"))
+		Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("rows"))
 	q, err := engine.NewQuery(stream, append([]engine.Option{
 		engine.WithName("ledger"),
 		engine.WithCheckpoint(st),

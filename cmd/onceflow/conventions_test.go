@@ -330,7 +330,7 @@ func TestTablesShowRFC3339(t *testing.T) {
 	}
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 123e6, time.UTC)
 	stream := engine.ReadStream(stamps{n: 12}).WithWatermark("ts", time.Second).
-		GroupBy("key").ID("latest").Agg(batch.Max("ts").Named("latest"))
+		GroupBy("key").ID("latest").Agg(batch.Max(batch.Col("ts")).As("latest"))
 	q, err := engine.NewQuery(stream, engine.WithName("stamps"), engine.WithCheckpoint(cp), engine.WithSink(lake), engine.WithSink(memsink.New("out")),
 		engine.WithOutputMode(engine.Update), engine.WithClock(func() time.Time { return clock }), engine.WithTrigger(engine.AvailableNow()))
 	if err != nil {

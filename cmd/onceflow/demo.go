@@ -68,7 +68,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout io.Writer) error {
 	stream := engine.ReadStream(src).
 		Where(batch.Gt(batch.Col(rate.ColAmountCents), batch.Lit(int64(0)))).
 		GroupBy(rate.ColKey).ID("totals-by-key").
-		Agg(batch.Sum(rate.ColAmountCents).Named("total_cents"), batch.Count("*").Named("payments"), batch.Max(rate.ColTimestamp).Named("latest"))
+		Agg(batch.Sum(batch.Col(rate.ColAmountCents)).As("total_cents"), batch.CountRows().As("payments"), batch.Max(batch.Col(rate.ColTimestamp)).As("latest"))
 	logger := slog.New(slog.DiscardHandler)
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -358,7 +358,7 @@ func TestStateDump(t *testing.T) {
 		}
 		defer st.Close()
 		stream := engine.ReadStream(ledger{n: 20}).
-			DropDuplicates("amount")
+			DropDuplicates("amount").Stream
 		q, err := engine.NewQuery(stream, engine.WithCheckpoint(st), engine.WithSink(memsink.New("out")),
 			engine.WithStatePartitions(ledgerPartitions), engine.WithTrigger(engine.AvailableNow()))
 		if err != nil {

@@ -159,7 +159,7 @@ func Stream(src engine.Source) *engine.Stream {
 	return engine.ReadStream(src).
 		GroupBy("merchant_id").ID("merchant-totals").
 		Agg(
-			batch.Sum("amount_cents").ThisBatch().Named("total_cents"),
-			batch.Count("*").ThisBatch().Named("payments"),
+			batch.Sum(batch.Col("amount_cents")).PerBatch().As("total_cents"),
+			batch.CountRows().PerBatch().As("payments"),
 		)
 }

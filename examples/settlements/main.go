@@ -146,9 +146,9 @@ func Stream(src engine.Source) *engine.Stream {
 		).
 		GroupBy("merchant_id").ID("merchant-totals").
 		Agg(
-			batch.Sum("amount_cents").ThisBatch().Named("amount_cents"),
-			batch.Count("*").ThisBatch().Named("payments"),
-			batch.Sum("amount_cents").Named("total_cents"),
+			batch.Sum(batch.Col("amount_cents")).PerBatch().As("amount_cents"),
+			batch.CountRows().PerBatch().As("payments"),
+			batch.Sum(batch.Col("amount_cents")).As("total_cents"),
 		).
 		WithBatchIDColumn("batch_id")
 }

@@ -71,14 +71,14 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 		mode = engine.Append
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.TumblingWindow("ts", time.Second), "key").ID("windows").
-			Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	case sessions:
 		mode = engine.Append
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.SessionWindow("ts", 120*time.Millisecond), "key").ID("sessions").
-			Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	default:
-		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum("amount").Named("total"), batch.Count("*").Named("n"))
+		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	}
 	q, err := engine.NewQuery(stream,
 		engine.WithOutputMode(mode),

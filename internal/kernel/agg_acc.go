@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
 )
 
 // aggAccumulator is the state of one aggregate over all groups of a GroupBy:
@@ -264,7 +266,7 @@ func (a *sumIntAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	if a.unsigned {
 		for i, v := range vals {
 			if int64(v) < 0 && (bm == nil || bitutil.BitIsSet(bm, off+i)) {
-				return fmt.Errorf("%w: column %q, group %s: value %d exceeds int64", ErrSumOverflow, m.column, m.describe(gids[i]), uint64(v))
+				return fmt.Errorf("%w: column %q, group %s: value %d exceeds int64", batch.ErrSumOverflow, m.column, m.describe(gids[i]), uint64(v))
 			}
 		}
 	}
@@ -340,7 +342,7 @@ func sumIntFlat[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint6
 }
 
 func (a *sumIntAcc[T]) overflow(m *aggMergeCtx, g uint32, s, x int64) error {
-	return fmt.Errorf("%w: column %q, group %s: %d + %d", ErrSumOverflow, m.column, m.describe(g), s, x)
+	return fmt.Errorf("%w: column %q, group %s: %d + %d", batch.ErrSumOverflow, m.column, m.describe(g), s, x)
 }
 
 // sumFloatAcc sums a float column as float64, in row order.
@@ -382,7 +384,7 @@ func (a *sumFloatAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 // pickAcc keeps one value of the column's own type per group: the minimum,
 // maximum, first or last non-null one. Booleans are held as 0/1 bytes.
 type pickAcc[T aggNumber] struct {
-	fn      AggFunc
+	fn      batch.AggFunc
 	dt      arrow.DataType
 	boolean bool
 	vals    []T
@@ -404,11 +406,11 @@ func (a *pickAcc[T]) merge(m *aggMergeCtx, col arrow.Array) error {
 	gids := m.gids[:len(vals)]
 	bm, off := gbBitmap(col)
 	switch a.fn {
-	case AggMin:
+	case batch.AggMin:
 		pickMin(a.vals, a.has, vals, gids, bm, off)
-	case AggMax:
+	case batch.AggMax:
 		pickMax(a.vals, a.has, vals, gids, bm, off)
-	case AggFirst:
+	case batch.AggFirst:
 		pickFirst(a.vals, a.has, vals, gids, bm, off)
 	default:
 		pickLast(a.vals, a.has, vals, gids, bm, off)
@@ -524,7 +526,7 @@ func (a *pickAcc[T]) memoryBytes() int64 { return aggSize(a.vals) + aggSize(a.ha
 // pickStrAcc keeps one string per group. A merge first finds each group's
 // candidate row in the batch (no copy), then copies only the winners.
 type pickStrAcc struct {
-	fn   AggFunc
+	fn   batch.AggFunc
 	dt   arrow.DataType
 	vals []string
 	has  []bool
@@ -559,13 +561,13 @@ func pickStr[O int32 | int64](a *pickStrAcc, m *aggMergeCtx, col arrow.Array, of
 		}
 		c := cand[g]
 		switch a.fn {
-		case AggFirst:
+		case batch.AggFirst:
 			if c < 0 {
 				cand[g] = int32(i)
 			}
-		case AggLast:
+		case batch.AggLast:
 			cand[g] = int32(i)
-		case AggMin:
+		case batch.AggMin:
 			if c < 0 || str(int32(i)) < str(c) {
 				cand[g] = int32(i)
 			}
@@ -583,11 +585,11 @@ func pickStr[O int32 | int64](a *pickStrAcc, m *aggMergeCtx, col arrow.Array, of
 		s := str(c)
 		take := !a.has[g]
 		switch a.fn {
-		case AggLast:
+		case batch.AggLast:
 			take = true
-		case AggMin:
+		case batch.AggMin:
 			take = take || s < a.vals[g]
-		case AggMax:
+		case batch.AggMax:
 			take = take || s > a.vals[g]
 		}
 		if take {
@@ -670,12 +672,12 @@ func newAggAccumulator(a Agg, dt arrow.DataType) (aggAccumulator, error) {
 	if a.countsRows() {
 		return &countAcc{rows: true}, nil
 	}
-	unsupported := fmt.Errorf("%w: %s over column %q of type %s", ErrAggUnsupported, a.Func, a.Column, dt)
+	unsupported := fmt.Errorf("%w: %s over column %q of type %s", batch.ErrAggUnsupported, a.Func, a.Column, dt)
 	switch a.Func {
-	case AggCount:
+	case batch.AggCount:
 		return &countAcc{}, nil
-	case AggSum, AggAvg:
-		avg := a.Func == AggAvg
+	case batch.AggSum, batch.AggAvg:
+		avg := a.Func == batch.AggAvg
 		switch dt.ID() {
 		case arrow.INT8:
 			return &sumIntAcc[int8]{sumBase: sumBase[int64]{avg: avg}}, nil
@@ -699,7 +701,7 @@ func newAggAccumulator(a Agg, dt arrow.DataType) (aggAccumulator, error) {
 			return &sumFloatAcc[float64]{sumBase[float64]{avg: avg}}, nil
 		}
 		return nil, unsupported
-	case AggMin, AggMax, AggFirst, AggLast:
+	case batch.AggMin, batch.AggMax, batch.AggFirst, batch.AggLast:
 		switch dt.ID() {
 		case arrow.INT8:
 			return &pickAcc[int8]{fn: a.Func, dt: dt}, nil
@@ -727,11 +729,11 @@ func newAggAccumulator(a Agg, dt arrow.DataType) (aggAccumulator, error) {
 			return &pickStrAcc{fn: a.Func, dt: dt}, nil
 		}
 		return nil, unsupported
-	case AggCountDistinct:
+	case batch.AggCountDistinct:
 		if acc := newAggDistinctAcc(dt); acc != nil {
 			return acc, nil
 		}
 		return nil, unsupported
 	}
-	return nil, fmt.Errorf("%w: unknown aggregate function %d over column %q", ErrAggUnsupported, int(a.Func), a.Column)
+	return nil, fmt.Errorf("%w: unknown aggregate function %d over column %q", batch.ErrAggUnsupported, int(a.Func), a.Column)
 }

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"fmt"
@@ -118,7 +118,7 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 				if g == nil {
 					sch = rec.Schema()
 					var err error
-					if g, err = NewGroupBy(mem, sch, keyNames, []Agg{Sum("v"), Count("*")}); err != nil {
+					if g, err = NewGroupBy(mem, sch, keyNames, []Agg{sumOf("v"), countOf("*")}); err != nil {
 						t.Fatal(err)
 					}
 					if kind.chunked {

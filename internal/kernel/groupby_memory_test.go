@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"runtime"
@@ -25,7 +25,7 @@ func BenchmarkGroupByMemory10MKeys(b *testing.B) {
 	}, nil)
 	for range b.N {
 		mem := memory.NewGoAllocator()
-		g, err := NewGroupBy(mem, schema, []string{"k"}, []Agg{Sum("v"), Count("*")})
+		g, err := NewGroupBy(mem, schema, []string{"k"}, []Agg{sumOf("v"), countOf("*")})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"errors"
@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
 )
 
 // ---- test data ----
@@ -159,11 +161,11 @@ func gbNorm(v any) any {
 }
 
 // gbRef computes an aggregate of a group's non-null values the plain way.
-func gbRef(fn AggFunc, vals []any, rows int) any {
+func gbRef(fn batch.AggFunc, vals []any, rows int) any {
 	switch fn {
-	case AggCount:
+	case batch.AggCount:
 		return int64(len(vals))
-	case AggCountDistinct:
+	case batch.AggCountDistinct:
 		set := map[any]bool{}
 		for _, v := range vals {
 			set[gbNorm(v)] = true
@@ -174,7 +176,7 @@ func gbRef(fn AggFunc, vals []any, rows int) any {
 		return nil
 	}
 	switch fn {
-	case AggSum, AggAvg:
+	case batch.AggSum, batch.AggAvg:
 		var fs float64
 		var is int64
 		isFloat := false
@@ -189,7 +191,7 @@ func gbRef(fn AggFunc, vals []any, rows int) any {
 				isFloat = true
 			}
 		}
-		if fn == AggAvg {
+		if fn == batch.AggAvg {
 			if isFloat {
 				return fs / float64(len(vals))
 			}
@@ -199,17 +201,17 @@ func gbRef(fn AggFunc, vals []any, rows int) any {
 			return fs
 		}
 		return is
-	case AggMin, AggMax:
+	case batch.AggMin, batch.AggMax:
 		best := vals[0]
 		for _, v := range vals[1:] {
-			if (fn == AggMin && gbLess(v, best)) || (fn == AggMax && gbLess(best, v)) {
+			if (fn == batch.AggMin && gbLess(v, best)) || (fn == batch.AggMax && gbLess(best, v)) {
 				best = v
 			}
 		}
 		return best
-	case AggFirst:
+	case batch.AggFirst:
 		return vals[0]
-	case AggLast:
+	case batch.AggLast:
 		return vals[len(vals)-1]
 	}
 	panic(fn)
@@ -255,10 +257,10 @@ var gbValueTypes = []arrow.DataType{
 	arrow.FixedWidthTypes.Boolean, arrow.FixedWidthTypes.Timestamp_us, arrow.FixedWidthTypes.Date32,
 }
 
-var gbAllFuncs = []AggFunc{AggCount, AggSum, AggMin, AggMax, AggAvg, AggFirst, AggLast, AggCountDistinct}
+var gbAllFuncs = []batch.AggFunc{batch.AggCount, batch.AggSum, batch.AggMin, batch.AggMax, batch.AggAvg, batch.AggFirst, batch.AggLast, batch.AggCountDistinct}
 
-func gbSupported(fn AggFunc, dt arrow.DataType) bool {
-	if fn != AggSum && fn != AggAvg {
+func gbSupported(fn batch.AggFunc, dt arrow.DataType) bool {
+	if fn != batch.AggSum && fn != batch.AggAvg {
 		return true
 	}
 	switch dt.ID() {
@@ -322,7 +324,7 @@ func gbCheck(t *testing.T, g *GroupBy, batches []arrow.RecordBatch, keys []strin
 			got := gbCell(out.Column(nk+ai), i)
 			want := gbRef(a.Func, gr.vals[ai], gr.rows)
 			if !gbSame(got, want) {
-				t.Errorf("group %s: %s = %v (%T), want %v (%T)", ks, a.Name(), got, got, want, want)
+				t.Errorf("group %s: %s = %v (%T), want %v (%T)", ks, a.Name, got, got, want, want)
 			}
 		}
 	}
@@ -337,10 +339,10 @@ func TestGroupByEveryFunctionAndType(t *testing.T) {
 			var aggs []Agg
 			for _, fn := range gbAllFuncs {
 				if gbSupported(fn, dt) {
-					aggs = append(aggs, Agg{Func: fn, Column: "v"})
+					aggs = append(aggs, aggOf(fn, "v"))
 				}
 			}
-			aggs = append(aggs, Count("*"))
+			aggs = append(aggs, countOf("*"))
 			var batches []arrow.RecordBatch
 			for b := range 4 {
 				n := 300 + 50*b
@@ -374,24 +376,24 @@ func TestGroupByUnsupported(t *testing.T) {
 				continue
 			}
 			sch := arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}, {Name: "amount", Type: dt}}, nil)
-			_, err := NewGroupBy(mem, sch, []string{"k"}, []Agg{{Func: fn, Column: "amount"}})
-			if !errors.Is(err, ErrAggUnsupported) || !strings.Contains(err.Error(), `"amount"`) || !strings.Contains(err.Error(), dt.String()) {
+			_, err := NewGroupBy(mem, sch, []string{"k"}, []Agg{aggOf(fn, "amount")})
+			if !errors.Is(err, batch.ErrAggUnsupported) || !strings.Contains(err.Error(), `"amount"`) || !strings.Contains(err.Error(), dt.String()) {
 				t.Errorf("%s over %s: %v", fn, dt, err)
 			}
 		}
 	}
 	sch := arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}}, nil)
-	if _, err := NewGroupBy(mem, sch, []string{"k"}, []Agg{Sum("nope")}); !errors.Is(err, ErrAggSchema) || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := NewGroupBy(mem, sch, []string{"k"}, []Agg{sumOf("nope")}); !errors.Is(err, batch.ErrAggSchema) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("missing column: %v", err)
 	}
-	if _, err := NewGroupBy(mem, sch, []string{"nokey"}, []Agg{Count("*")}); !errors.Is(err, ErrAggSchema) || !strings.Contains(err.Error(), `"nokey"`) {
+	if _, err := NewGroupBy(mem, sch, []string{"nokey"}, []Agg{countOf("*")}); !errors.Is(err, batch.ErrAggSchema) || !strings.Contains(err.Error(), `"nokey"`) {
 		t.Errorf("missing key: %v", err)
 	}
 	lsch := arrow.NewSchema([]arrow.Field{{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64)}}, nil)
-	if _, err := NewGroupBy(mem, lsch, []string{"l"}, []Agg{Count("*")}); !errors.Is(err, ErrAggUnsupported) || !strings.Contains(err.Error(), `"l"`) {
+	if _, err := NewGroupBy(mem, lsch, []string{"l"}, []Agg{countOf("*")}); !errors.Is(err, batch.ErrAggUnsupported) || !strings.Contains(err.Error(), `"l"`) {
 		t.Errorf("list key: %v", err)
 	}
-	if _, err := NewGroupBy(mem, sch, []string{"k"}, []Agg{Count("*"), Count("")}); !errors.Is(err, ErrAggSchema) {
+	if _, err := NewGroupBy(mem, sch, []string{"k"}, []Agg{countOf("*"), countOf("")}); !errors.Is(err, batch.ErrAggSchema) {
 		t.Errorf("duplicate output: %v", err)
 	}
 }
@@ -404,7 +406,7 @@ var gbKeyTypes = []arrow.DataType{
 }
 
 func TestGroupByKeyTypes(t *testing.T) {
-	aggs := []Agg{Count("*"), Sum("v"), Min("s"), Last("s"), CountDistinct("v")}
+	aggs := []Agg{countOf("*"), sumOf("v"), minOf("s"), lastOf("s"), distinctOf("v")}
 	for _, dt := range gbKeyTypes {
 		for _, multi := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/multi=%v", dt, multi), func(t *testing.T) {
@@ -472,10 +474,10 @@ func gbAllAggs(cols ...string) []Agg {
 	var aggs []Agg
 	for _, c := range cols {
 		for _, fn := range gbAllFuncs {
-			if (c == "s" || c == "b") && (fn == AggSum || fn == AggAvg) {
+			if (c == "s" || c == "b") && (fn == batch.AggSum || fn == batch.AggAvg) {
 				continue
 			}
-			aggs = append(aggs, Agg{Func: fn, Column: c})
+			aggs = append(aggs, aggOf(fn, c))
 		}
 	}
 	return aggs
@@ -494,7 +496,7 @@ func TestGroupByLoadChangesRoundTrip(t *testing.T) {
 			gbGen(mem, arrow.BinaryTypes.String, n, rng, 0.2),
 			gbGen(mem, arrow.FixedWidthTypes.Boolean, n, rng, 0.2))
 	}
-	aggs := append(gbAllAggs("i", "f", "s", "b"), Count("*"), Sum("i").ThisBatch().Named("batch_sum"))
+	aggs := append(gbAllAggs("i", "f", "s", "b"), countOf("*"), sumOf("i").perBatch().as("batch_sum"))
 	first := newBatch()
 	defer first.Release()
 	live, err := NewGroupBy(mem, first.Schema(), []string{"k"}, aggs)
@@ -592,7 +594,7 @@ func gbExpect(t *testing.T, what string, rec arrow.RecordBatch, want ...string) 
 func TestGroupByPerBatchAndChanges(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	aggs := []Agg{Sum("amount"), Count("*"), Sum("amount").ThisBatch().Named("batch_sum"), Count("").ThisBatch().Named("batch_n"), Avg("amount")}
+	aggs := []Agg{sumOf("amount"), countOf("*"), sumOf("amount").perBatch().as("batch_sum"), countOf("").perBatch().as("batch_n"), avgOf("amount")}
 	b1 := gbRecord([]string{"merchant", "amount"}, gbStrings(mem, "b", "a", "b", "c"), gbInt64s(mem, 10, 1, nil, 5))
 	defer b1.Release()
 	b2 := gbRecord([]string{"merchant", "amount"}, gbStrings(mem, "c", "b", "d"), gbInt64s(mem, 7, 3, nil))
@@ -644,13 +646,13 @@ func TestGroupBySumOverflow(t *testing.T) {
 			defer mem.AssertSize(t, 0)
 			rec := gbRecord([]string{"merchant", "amount"}, gbStrings(mem, "acme", "acme", "acme"), tc.col(mem))
 			defer rec.Release()
-			g, err := NewGroupBy(mem, rec.Schema(), []string{"merchant"}, []Agg{Sum("amount")})
+			g, err := NewGroupBy(mem, rec.Schema(), []string{"merchant"}, []Agg{sumOf("amount")})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer g.Release()
 			err = g.Merge(rec)
-			if !errors.Is(err, ErrSumOverflow) || !strings.Contains(err.Error(), "merchant=acme") || !strings.Contains(err.Error(), `"amount"`) {
+			if !errors.Is(err, batch.ErrSumOverflow) || !strings.Contains(err.Error(), "merchant=acme") || !strings.Contains(err.Error(), `"amount"`) {
 				t.Fatalf("merge: %v", err)
 			}
 		})
@@ -678,7 +680,7 @@ func TestGroupByRemove(t *testing.T) {
 			}
 			b1 := gbRecord([]string{"k", "v"}, mkKeys(1, 2, 3, 4, 5, 6), gbInt64s(mem, 1, 2, 3, 4, 5, 6))
 			defer b1.Release()
-			g, err := NewGroupBy(mem, b1.Schema(), []string{"k"}, []Agg{Sum("v"), CountDistinct("v"), Last("v")})
+			g, err := NewGroupBy(mem, b1.Schema(), []string{"k"}, []Agg{sumOf("v"), distinctOf("v"), lastOf("v")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -741,7 +743,7 @@ func TestGroupByFloatKeysNormalised(t *testing.T) {
 		{[]string{"k"}, []string{"0 2", "NaN 2", "1.5 1", "<nil> 1"}},
 		{[]string{"k", "k2"}, []string{"0 0 2", "NaN NaN 2", "1.5 1.5 1", "<nil> <nil> 1"}},
 	} {
-		g, err := NewGroupBy(mem, rec.Schema(), tc.keys, []Agg{Count("*")})
+		g, err := NewGroupBy(mem, rec.Schema(), tc.keys, []Agg{countOf("*")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -787,7 +789,7 @@ func TestGroupByManyGroups(t *testing.T) {
 				}
 			}()
 			keys := map[string][]string{"int64": {"ki"}, "string": {"ks"}, "multi": {"ks", "ki"}}[kind]
-			aggs := []Agg{Sum("v"), Count("*"), Max("v"), Last("v")}
+			aggs := []Agg{sumOf("v"), countOf("*"), maxOf("v"), lastOf("v")}
 			g, err := NewGroupBy(mem, batches[0].Schema(), keys, aggs)
 			if err != nil {
 				t.Fatal(err)
@@ -806,7 +808,7 @@ func TestGroupByMergeSchemaAndMemory(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	rec := gbRecord([]string{"merchant", "amount"}, gbStrings(mem, "a", "b"), gbInt64s(mem, 1, 2))
 	defer rec.Release()
-	g, err := NewGroupBy(mem, rec.Schema(), []string{"merchant"}, []Agg{Sum("amount")})
+	g, err := NewGroupBy(mem, rec.Schema(), []string{"merchant"}, []Agg{sumOf("amount")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -820,12 +822,12 @@ func TestGroupByMergeSchemaAndMemory(t *testing.T) {
 	}
 	other := gbRecord([]string{"merchant", "amount"}, gbStrings(mem, "a"), gbStrings(mem, "x"))
 	defer other.Release()
-	if err := g.Merge(other); !errors.Is(err, ErrAggSchema) || !strings.Contains(err.Error(), `"amount"`) {
+	if err := g.Merge(other); !errors.Is(err, batch.ErrAggSchema) || !strings.Contains(err.Error(), `"amount"`) {
 		t.Errorf("merge of a record of another schema: %v", err)
 	}
 	bad := gbRecord([]string{"merchant", "sum(amount)"}, gbStrings(mem, "a"), gbStrings(mem, "x"))
 	defer bad.Release()
-	if err := g.Load(bad); !errors.Is(err, ErrAggSchema) {
+	if err := g.Load(bad); !errors.Is(err, batch.ErrAggSchema) {
 		t.Errorf("load of a bad state record: %v", err)
 	}
 }
@@ -834,8 +836,8 @@ func TestGroupByPerBatchDistinctAndStrings(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	aggs := []Agg{
-		CountDistinct("item").ThisBatch().Named("items_now"), CountDistinct("item"),
-		Min("item").ThisBatch().Named("min_now"), Last("item"), First("item"),
+		distinctOf("item").perBatch().as("items_now"), distinctOf("item"),
+		minOf("item").perBatch().as("min_now"), lastOf("item"), firstOf("item"),
 	}
 	b1 := gbRecord([]string{"k", "item"}, gbInt64s(mem, 1, 1, 2, 1), gbStrings(mem, "x", "y", "x", "x"))
 	defer b1.Release()
@@ -876,7 +878,7 @@ func TestGroupByAllNullWithoutValues(t *testing.T) {
 	}
 	rec := gbRecord([]string{"k", "v"}, nulls(), nulls())
 	defer rec.Release()
-	g, err := NewGroupBy(mem, rec.Schema(), []string{"k"}, []Agg{Sum("v"), Count("*"), Count("v")})
+	g, err := NewGroupBy(mem, rec.Schema(), []string{"k"}, []Agg{sumOf("v"), countOf("*"), countOf("v")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
 )
 
 // GroupBy is one partition's state of one group-by aggregation: the groups
@@ -63,7 +65,7 @@ type GroupBy struct {
 // a message naming the column and type.
 func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Agg) (*GroupBy, error) {
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: group by needs at least one key column", ErrAggSchema)
+		return nil, fmt.Errorf("%w: group by needs at least one key column", batch.ErrAggSchema)
 	}
 	g := &GroupBy{mem: mem, in: in, aggs: append([]Agg(nil), aggs...)}
 	names := map[string]bool{}
@@ -71,14 +73,14 @@ func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Ag
 	for _, k := range keys {
 		idx := in.FieldIndices(k)
 		if len(idx) != 1 {
-			return nil, fmt.Errorf("%w: key column %q: %d columns of that name in %s", ErrAggSchema, k, len(idx), in)
+			return nil, fmt.Errorf("%w: key column %q: %d columns of that name in %s", batch.ErrAggSchema, k, len(idx), in)
 		}
 		f := in.Field(idx[0])
 		if keyTypeWidth(f.Type) < 0 {
-			return nil, fmt.Errorf("%w: key column %q of type %s", ErrAggUnsupported, k, f.Type)
+			return nil, fmt.Errorf("%w: key column %q of type %s", batch.ErrAggUnsupported, k, f.Type)
 		}
 		if names[k] {
-			return nil, fmt.Errorf("%w: key column %q twice", ErrAggSchema, k)
+			return nil, fmt.Errorf("%w: key column %q twice", batch.ErrAggSchema, k)
 		}
 		names[k] = true
 		g.keyIdx = append(g.keyIdx, idx[0])
@@ -94,9 +96,12 @@ func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Ag
 		var dt arrow.DataType
 		ci := -1
 		if !a.countsRows() {
+			if a.Column == "" {
+				return nil, fmt.Errorf("%w: %s %q has no input column", batch.ErrAggSchema, a.Func, a.Name)
+			}
 			idx := in.FieldIndices(a.Column)
 			if len(idx) != 1 {
-				return nil, fmt.Errorf("%w: %s over column %q: %d columns of that name in %s", ErrAggSchema, a.Func, a.Column, len(idx), in)
+				return nil, fmt.Errorf("%w: %s over column %q: %d columns of that name in %s", batch.ErrAggSchema, a.Func, a.Column, len(idx), in)
 			}
 			ci = idx[0]
 			dt = in.Field(ci).Type
@@ -105,16 +110,16 @@ func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Ag
 		if err != nil {
 			return nil, err
 		}
-		name := a.Name()
+		name := a.Name
 		if names[name] {
-			return nil, fmt.Errorf("%w: output column %q twice", ErrAggSchema, name)
+			return nil, fmt.Errorf("%w: output column %q twice", batch.ErrAggSchema, name)
 		}
 		names[name] = true
-		outFields = append(outFields, arrow.Field{Name: name, Type: acc.resultType(), Nullable: a.Func != AggCount && a.Func != AggCountDistinct})
+		outFields = append(outFields, arrow.Field{Name: name, Type: acc.resultType(), Nullable: a.Func != batch.AggCount && a.Func != batch.AggCountDistinct})
 		if !a.PerBatch {
 			for _, f := range acc.stateFields(name) {
 				if stateNames[f.Name] {
-					return nil, fmt.Errorf("%w: state column %q twice", ErrAggSchema, f.Name)
+					return nil, fmt.Errorf("%w: state column %q twice", batch.ErrAggSchema, f.Name)
 				}
 				stateNames[f.Name] = true
 				stateFields = append(stateFields, f)
@@ -172,7 +177,7 @@ func (g *GroupBy) Merge(rec arrow.RecordBatch) error {
 		}
 		g.m.column = g.aggs[i].Column
 		if err := acc.merge(&g.m, col); err != nil {
-			return fmt.Errorf("merge %s: %w", g.aggs[i].Name(), err)
+			return fmt.Errorf("merge %s: %w", g.aggs[i].Name, err)
 		}
 	}
 	return nil
@@ -183,7 +188,7 @@ func (g *GroupBy) checkColumns(rec arrow.RecordBatch) error {
 	check := func(ci int) error {
 		want := g.in.Field(ci)
 		if ci >= len(sch.Fields()) || !arrow.TypeEqual(sch.Field(ci).Type, want.Type) || sch.Field(ci).Name != want.Name {
-			return fmt.Errorf("%w: merge: column %d of the record is not %q of type %s (record schema %s)", ErrAggSchema, ci, want.Name, want.Type, sch)
+			return fmt.Errorf("%w: merge: column %d of the record is not %q of type %s (record schema %s)", batch.ErrAggSchema, ci, want.Name, want.Type, sch)
 		}
 		return nil
 	}
@@ -297,11 +302,11 @@ func (g *GroupBy) Load(rec arrow.RecordBatch) error {
 	want := arrow.NewSchema(append(g.keySch.Fields(), g.stateSch.Fields()...), nil)
 	sch := rec.Schema()
 	if len(sch.Fields()) != len(want.Fields()) {
-		return fmt.Errorf("%w: load: state schema %s, want %s", ErrAggSchema, sch, want)
+		return fmt.Errorf("%w: load: state schema %s, want %s", batch.ErrAggSchema, sch, want)
 	}
 	for i, f := range want.Fields() {
 		if got := sch.Field(i); got.Name != f.Name || !arrow.TypeEqual(got.Type, f.Type) {
-			return fmt.Errorf("%w: load: state column %d is %q of type %s, want %q of type %s", ErrAggSchema, i, got.Name, got.Type, f.Name, f.Type)
+			return fmt.Errorf("%w: load: state column %d is %q of type %s, want %q of type %s", batch.ErrAggSchema, i, got.Name, got.Type, f.Name, f.Type)
 		}
 	}
 	n := int(rec.NumRows())
@@ -317,7 +322,7 @@ func (g *GroupBy) Load(rec arrow.RecordBatch) error {
 		if g.aggs[i].PerBatch {
 			continue
 		}
-		k := len(acc.stateFields(g.aggs[i].Name()))
+		k := len(acc.stateFields(g.aggs[i].Name))
 		acc.load(rec.Columns()[c:c+k], gids)
 		c += k
 	}

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"fmt"
@@ -100,7 +100,7 @@ func benchGroupBy(b *testing.B, d *benchData, groups int) {
 	b.ResetTimer()
 	cpu0 := benchCPU()
 	for range b.N {
-		g, err := NewGroupBy(mem, d.recs[0].Schema(), []string{"merchant"}, []Agg{Sum("amount"), Count("*")})
+		g, err := NewGroupBy(mem, d.recs[0].Schema(), []string{"merchant"}, []Agg{sumOf("amount"), countOf("*")})
 		if err != nil {
 			b.Fatal(err)
 		}

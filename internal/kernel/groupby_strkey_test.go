@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/onceflow/onceflow/batch"
 )
 
 // The row hash is part of the checkpoint format: Partition assigns a row to
@@ -74,11 +76,11 @@ func hashFloat64Bits(f float64) uint64 {
 // column index and type.
 func HashRows(cols []arrow.Array, out []uint64) error {
 	if len(cols) == 0 {
-		return fmt.Errorf("%w: hash rows: no key columns", ErrAggSchema)
+		return fmt.Errorf("%w: hash rows: no key columns", batch.ErrAggSchema)
 	}
 	n := cols[0].Len()
 	if len(out) < n {
-		return fmt.Errorf("%w: hash rows: out has %d slots for %d rows", ErrAggSchema, len(out), n)
+		return fmt.Errorf("%w: hash rows: out has %d slots for %d rows", batch.ErrAggSchema, len(out), n)
 	}
 	out = out[:n]
 	for i := range out {
@@ -86,7 +88,7 @@ func HashRows(cols []arrow.Array, out []uint64) error {
 	}
 	for ci, c := range cols {
 		if c.Len() != n {
-			return fmt.Errorf("%w: hash rows: key column %d has %d rows, want %d", ErrAggSchema, ci, c.Len(), n)
+			return fmt.Errorf("%w: hash rows: key column %d has %d rows, want %d", batch.ErrAggSchema, ci, c.Len(), n)
 		}
 		if err := hashColumn(c, out); err != nil {
 			return fmt.Errorf("hash rows: key column %d: %w", ci, err)
@@ -127,7 +129,7 @@ func hashColumn(c arrow.Array, h []uint64) error {
 	case arrow.DECIMAL128:
 		hashDecimal128(c, gbValues[uint64](c), h)
 	default:
-		return fmt.Errorf("%w: type %s", ErrAggUnsupported, c.DataType())
+		return fmt.Errorf("%w: type %s", batch.ErrAggUnsupported, c.DataType())
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"testing"
@@ -28,7 +28,7 @@ func TestU64KeysLoad(t *testing.T) {
 		vc := vb.NewArray()
 		vb.Release()
 		rec := gbRecord([]string{"k", "v"}, kc, vc)
-		g, err := NewGroupBy(mem, rec.Schema(), []string{"k"}, []Agg{Sum("v")})
+		g, err := NewGroupBy(mem, rec.Schema(), []string{"k"}, []Agg{sumOf("v")})
 		if err != nil {
 			t.Fatal(err)
 		}

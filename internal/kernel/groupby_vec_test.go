@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"fmt"
@@ -140,7 +140,7 @@ func TestGroupByMoreGroupsThanAChunk(t *testing.T) {
 				}
 			}()
 			keys := map[string][]string{"int64": {"ki"}, "string": {"ks"}}[kind]
-			aggs := []Agg{Sum("v"), Count("*"), Min("v")}
+			aggs := []Agg{sumOf("v"), countOf("*"), minOf("v")}
 			g, err := NewGroupBy(mem, batches[0].Schema(), keys, aggs)
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"fmt"
@@ -149,7 +149,7 @@ func TestPartitionThenGroupBy(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	rng := rand.New(rand.NewPCG(11, 11))
 	const parts = 4
-	aggs := []Agg{Sum("v"), Count("*"), Max("v")}
+	aggs := []Agg{sumOf("v"), countOf("*"), maxOf("v")}
 	var whole *GroupBy
 	var each [parts]*GroupBy
 	for b := range 3 {

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"math"
@@ -17,6 +17,13 @@ import (
 // per group a linked list of its values (so the state of a few groups is
 // read without a scan). Its state column is list<T>: the group's distinct
 // values in first-seen order.
+
+// bytesSlot is a slot of the count-distinct sets: the
+// hash of an entry and its id + 1 (0: empty slot).
+type bytesSlot struct {
+	hash uint64
+	gid  uint32
+}
 
 // aggDistinctSet is the part shared by every value type.
 type aggDistinctSet struct {

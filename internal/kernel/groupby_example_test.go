@@ -1,4 +1,4 @@
-package batch_test
+package kernel_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
 )
 
 // The settlement query: per merchant, the running total and count, and
@@ -18,11 +19,11 @@ func ExampleGroupBy() {
 		{Name: "merchant", Type: arrow.BinaryTypes.String},
 		{Name: "amount", Type: arrow.PrimitiveTypes.Int64}, // cents
 	}, nil)
-	g, err := batch.NewGroupBy(mem, schema, []string{"merchant"}, []batch.Agg{
-		batch.Sum("amount").Named("total"),
-		batch.Count("*").Named("payments"),
-		batch.Sum("amount").ThisBatch().Named("batch_total"),
-		batch.Count("*").ThisBatch().Named("batch_payments"),
+	g, err := kernel.NewGroupBy(mem, schema, []string{"merchant"}, []kernel.Agg{
+		{Func: batch.AggSum, Column: "amount", Name: "total"},
+		{Func: batch.AggCount, Name: "payments"}, // Column "": count(*)
+		{Func: batch.AggSum, Column: "amount", Name: "batch_total", PerBatch: true},
+		{Func: batch.AggCount, Name: "batch_payments", PerBatch: true},
 	})
 	if err != nil {
 		panic(err)

@@ -1,4 +1,4 @@
-package batch
+package kernel
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
 )
 
 // PartitionOf is the partition of a row whose HashRows hash is h among n
@@ -24,10 +26,10 @@ func PartitionOf(h uint64, n int) int { return int(h % uint64(n)) }
 // retained. The caller releases the records.
 func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int) ([]arrow.RecordBatch, error) {
 	if n <= 0 {
-		return nil, fmt.Errorf("%w: partition: %d partitions", ErrAggSchema, n)
+		return nil, fmt.Errorf("%w: partition: %d partitions", batch.ErrAggSchema, n)
 	}
 	if len(keyCols) == 0 {
-		return nil, fmt.Errorf("%w: partition: no key columns", ErrAggSchema)
+		return nil, fmt.Errorf("%w: partition: no key columns", batch.ErrAggSchema)
 	}
 	rows := int(rec.NumRows())
 	out := make([]arrow.RecordBatch, n)
@@ -37,7 +39,7 @@ func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int
 	keys := make([]arrow.Array, len(keyCols))
 	for i, ci := range keyCols {
 		if ci < 0 || ci >= int(rec.NumCols()) {
-			return nil, fmt.Errorf("%w: partition: key column %d of a record of %d columns", ErrAggSchema, ci, rec.NumCols())
+			return nil, fmt.Errorf("%w: partition: key column %d of a record of %d columns", batch.ErrAggSchema, ci, rec.NumCols())
 		}
 		keys[i] = rec.Column(ci)
 	}

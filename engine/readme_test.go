@@ -60,7 +60,7 @@ func readmeColumns(orders engine.Source) *engine.Stream {
 // readmeEventTime is "Event time".
 func readmeEventTime(src engine.Source, cp storage.Store, out, lateSink engine.Sink) (*engine.Query, error) {
 	stream := engine.ReadStream(src).
-		WithWatermark("ts", 10*time.Second).                        // max(event time) − 10 s
+		WithWatermark("ts", 10*time.Second). // max(event time) − 10 s
 		GroupByWindow(engine.TumblingWindow("ts", time.Minute), "merchant_id").ID("per-minute").
 		Agg(batch.Sum(batch.Col("amount_cents")).As("total_cents"))
 	q, err := engine.NewQuery(stream, engine.WithOutputMode(engine.Append), engine.WithLateRows(lateSink),

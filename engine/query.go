@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -102,7 +103,7 @@ type run struct {
 	q        *Query
 	cfg      *config
 	log      *slog.Logger
-	cp       *checkpoint
+	cp       *checkpointLogs
 	runID    string
 	ex       *executor
 	conf     Conf
@@ -176,7 +177,7 @@ func (r *run) main(ctx context.Context) error {
 	for i, src := range r.srcs {
 		r.descs = append(r.descs, describe(src))
 		if sc, ok := src.(SourceCheckpointer); ok {
-			if err := sc.OpenCheckpoint(ctx, storage.Sub(cfg.checkpoint, fmt.Sprintf("%s/%d", sourcesDir, i))); err != nil {
+			if err := sc.OpenCheckpoint(ctx, storage.Sub(cfg.checkpoint, checkpoint.SourceDir(i))); err != nil {
 				return fmt.Errorf("engine: open source %d (%s): %w", i, r.descs[i], err)
 			}
 		}
@@ -771,7 +772,7 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 	}
 	// The progress log is for people: a failure to write it must not
 	// fail a committed batch, but it is logged.
-	if err := r.cp.store.Put(ctx, offsetlog.FileName(progressDir, id), mustEncode(p)); err != nil {
+	if err := r.cp.store.Put(ctx, checkpoint.ProgressFile(id), mustEncode(p)); err != nil {
 		r.log.Warn("write progress", "batchId", id, "err", err)
 	}
 	r.q.mu.Lock()

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -109,29 +109,15 @@ func (r *Report) Differences() int { return len(r.Missing) + len(r.Extra) + len(
 // OK reports whether the output matched the input.
 func (r *Report) OK() bool { return r.Differences() == 0 && r.MatchedBatch >= 0 }
 
-// offsetsEntry is the part of the engine's offsets/N the audit reads.
-type offsetsEntry struct {
-	BatchID int64 `json:"batchId"`
-	Sources []struct {
-		Description string          `json:"description"`
-		Start       json.RawMessage `json:"start"`
-		End         json.RawMessage `json:"end"`
-	} `json:"sources"`
-}
-
-func readOffsets(ctx context.Context, log *offsetlog.Log[json.RawMessage], id int64) (offsetsEntry, error) {
-	var e offsetsEntry
-	raw, err := log.Get(ctx, id)
+func readOffsets(ctx context.Context, cp *checkpoint.Reader, id int64) (checkpoint.OffsetsEntry, error) {
+	e, err := cp.Offsets(ctx, id)
 	if err != nil {
 		return e, fmt.Errorf("read offsets/%d: %w", id, err)
-	}
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return e, fmt.Errorf("read offsets/%d: %w: %v", id, offsetlog.ErrCorrupt, err)
 	}
 	return e, nil
 }
 
-func sourceRange(e offsetsEntry, i int) (start, end json.RawMessage, err error) {
+func sourceRange(e checkpoint.OffsetsEntry, i int) (start, end json.RawMessage, err error) {
 	if i < 0 || i >= len(e.Sources) {
 		return nil, nil, fmt.Errorf("%w: offsets/%d has %d sources, no source %d", ErrConfig, e.BatchID, len(e.Sources), i)
 	}
@@ -149,9 +135,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.OutputValue == "" {
 		cfg.OutputValue = cfg.Value
 	}
-	offsets := offsetlog.New[json.RawMessage](cfg.Checkpoint, "offsets")
-	commits := offsetlog.New[json.RawMessage](cfg.Checkpoint, "commits")
-	cids, err := commits.List(ctx)
+	cp := checkpoint.NewReader(cfg.Checkpoint)
+	cids, err := cp.CommitIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list commits: %w", err)
 	}
@@ -165,11 +150,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Cumulative: cfg.Output.cumulative(),
 		Missing:    []KeyDiff{}, Extra: []KeyDiff{}, Differing: []KeyDiff{}, Suspects: []Suspect{},
 	}
-	oids, err := offsets.List(ctx)
+	oids, err := cp.OffsetIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list offsets: %w", err)
 	}
-	entC, err := readOffsets(ctx, offsets, c)
+	entC, err := readOffsets(ctx, cp, c)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	var start json.RawMessage
 	if slices.Contains(oids, 0) {
-		e0, err := readOffsets(ctx, offsets, 0)
+		e0, err := readOffsets(ctx, cp, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +180,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Start, rep.End = start, endC
 
-	src := storage.Sub(cfg.Checkpoint, fmt.Sprintf("sources/%d", cfg.SourceIndex))
+	src := cp.Source(cfg.SourceIndex)
 	wantC := map[string]int64{}
 	n, err := cfg.Input.sum(ctx, src, cfg.Key, cfg.Value, start, endC, wantC)
 	if err != nil {
@@ -206,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var n1 int64
 	var endC1 json.RawMessage
 	if slices.Contains(oids, c+1) {
-		e1, err := readOffsets(ctx, offsets, c+1)
+		e1, err := readOffsets(ctx, cp, c+1)
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if out.haveBatch {
-		if err := rep.batchesWithoutOutput(ctx, cfg, offsets, oids, src, out); err != nil {
+		if err := rep.batchesWithoutOutput(ctx, cfg, cp, oids, src, out); err != nil {
 			return nil, err
 		}
 	}
@@ -318,7 +303,7 @@ func (r *Report) compare(want map[string]int64, out *output) {
 
 // batchesWithoutOutput lists retained batches up to the compared one that
 // read input rows but have no row in the output.
-func (r *Report) batchesWithoutOutput(ctx context.Context, cfg Config, offsets *offsetlog.Log[json.RawMessage], oids []int64, src storage.Store, out *output) error {
+func (r *Report) batchesWithoutOutput(ctx context.Context, cfg Config, cp *checkpoint.Reader, oids []int64, src storage.Store, out *output) error {
 	if r.Cumulative {
 		return nil // a cumulative row keeps only the last batch that touched its key
 	}
@@ -332,7 +317,7 @@ func (r *Report) batchesWithoutOutput(ctx context.Context, cfg Config, offsets *
 		if id > r.ComparedBatch || seen[id] {
 			continue
 		}
-		e, err := readOffsets(ctx, offsets, id)
+		e, err := readOffsets(ctx, cp, id)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -207,7 +208,7 @@ func TestRecoveryRerunsThePlannedBatch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "injected sink failure") {
 		t.Fatalf("want the sink failure, got %v", err)
 	}
-	offsets := offsetlog.New[OffsetsEntry](cp, offsetsDir)
+	offsets := offsetlog.New[OffsetsEntry](cp, checkpoint.OffsetsDir)
 	plan, err := offsets.Get(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
@@ -359,8 +360,8 @@ func TestStopFinishesTheBatchInFlight(t *testing.T) {
 	if err := q.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ids, _ := offsetlog.New[CommitEntry](cp, commitsDir).List(context.Background())
-	plans, _ := offsetlog.New[OffsetsEntry](cp, offsetsDir).List(context.Background())
+	ids, _ := offsetlog.New[CommitEntry](cp, checkpoint.CommitsDir).List(context.Background())
+	plans, _ := offsetlog.New[OffsetsEntry](cp, checkpoint.OffsetsDir).List(context.Background())
 	if len(ids) != 3 || len(plans) != 3 {
 		t.Fatalf("after Stop: %d commits, %d plans; want 3 and 3 (nothing left to re-run)", len(ids), len(plans))
 	}
@@ -373,7 +374,7 @@ func TestPurgeKeepsTheRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, dir := range []string{offsetsDir, commitsDir, progressDir} {
+	for _, dir := range []string{checkpoint.OffsetsDir, checkpoint.CommitsDir, checkpoint.ProgressDir} {
 		ids, err := offsetlog.New[json.RawMessage](cp, dir).List(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -484,7 +484,7 @@ func (a *aggOperator) openState(ctx context.Context, cfg *config, committed int6
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for p, part := range a.parts {
 		g.Go(func() error {
-			st, err := statestore.Open(ctx, storage.Sub(cfg.checkpoint, fmt.Sprintf("%s/%s/%d", stateDir, a.step.id, p)), statestore.Options{
+			st, err := statestore.Open(ctx, storage.Sub(cfg.checkpoint, stateDir(a.step.id, p)), statestore.Options{
 				KeySchema:           a.keySchema,
 				ValueSchema:         a.stateSchema,
 				SnapshotEvery:       cfg.snapshotEvery,

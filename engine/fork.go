@@ -10,27 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
-
-// ForkedFrom is recorded in a forked checkpoint's metadata file (beside
-// the fields of Metadata) to say where it came from.
-type ForkedFrom struct {
-	Location string `json:"location"` // the source checkpoint, without credentials
-	QueryID  string `json:"queryId"`
-	Name     string `json:"name"`
-	// Batch is the first batch the fork runs again.
-	Batch int64 `json:"batch"`
-}
-
-// forkMetadata is the metadata file of a fork: Metadata's fields plus
-// forkedFrom, which ReadMetadata ignores.
-type forkMetadata struct {
-	Metadata
-	ForkedFrom ForkedFrom `json:"forkedFrom"`
-}
 
 // ForkStats counts what ForkCheckpoint copied.
 type ForkStats struct {
@@ -53,7 +37,7 @@ const deadLetterIDFile = "deadletter.json"
 func identityFile(name string) bool {
 	dir, base := path.Split(name)
 	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
-	return base == deadLetterIDFile && len(parts) == 2 && parts[0] == sourcesDir
+	return base == deadLetterIDFile && len(parts) == 2 && parts[0] == checkpoint.SourcesRoot
 }
 
 // ForkCheckpoint makes dst, an empty checkpoint, a copy of src as it was
@@ -118,11 +102,11 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 	}
 
 	// Batch last must be committed and still retained.
-	commits, err := listLog(ctx, src, commitsDir)
+	commits, err := listLog(ctx, src, checkpoint.CommitsDir)
 	if err != nil {
 		return stats, err
 	}
-	offsets, err := listLog(ctx, src, offsetsDir)
+	offsets, err := listLog(ctx, src, checkpoint.OffsetsDir)
 	if err != nil {
 		return stats, err
 	}
@@ -132,7 +116,7 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 	if !containsID(offsets, last) {
 		return stats, fmt.Errorf("%w: fork %s from batch %d: offsets/%d is missing although commits/%d exists: %w", ErrInvalidQuery, srcURL, fromBatch, last, last, offsetlog.ErrCorrupt)
 	}
-	plan, err := offsetlog.New[OffsetsEntry](src, offsetsDir).Get(ctx, last)
+	plan, err := checkpoint.NewReader(src).Offsets(ctx, last)
 	if err != nil {
 		return stats, fmt.Errorf("engine: fork: %w", err)
 	}
@@ -142,9 +126,9 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 	if err != nil {
 		return stats, fmt.Errorf("%w: fork %s from batch %d: %w", ErrInvalidQuery, srcURL, fromBatch, err)
 	}
-	sourceFiles, err := src.List(ctx, sourcesDir+"/")
+	sourceFiles, err := src.List(ctx, checkpoint.SourcesRoot+"/")
 	if err != nil {
-		return stats, fmt.Errorf("engine: fork: list %s/%s: %w", srcURL, sourcesDir, err)
+		return stats, fmt.Errorf("engine: fork: list %s/%s: %w", srcURL, checkpoint.SourcesRoot, err)
 	}
 
 	cp := func(name string) error {
@@ -176,16 +160,16 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 		}
 		stats.StateFiles++
 	}
-	progress, err := listLog(ctx, src, progressDir)
+	progress, err := listLog(ctx, src, checkpoint.ProgressDir)
 	if err != nil {
 		return stats, err
 	}
 	for _, l := range []struct {
 		dir string
 		ids []int64
-	}{{progressDir, progress}, {commitsDir, commits}, {offsetsDir, offsets}} {
+	}{{checkpoint.ProgressDir, progress}, {checkpoint.CommitsDir, commits}, {checkpoint.OffsetsDir, offsets}} {
 		for _, id := range l.ids {
-			if id > last || (l.dir == offsetsDir && id == last) {
+			if id > last || (l.dir == checkpoint.OffsetsDir && id == last) {
 				continue
 			}
 			if err := cp(offsetlog.FileName(l.dir, id)); err != nil {
@@ -194,7 +178,7 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 			stats.LogEntries++
 		}
 	}
-	fm := forkMetadata{
+	fm := checkpoint.ForkMetadata{
 		Metadata: Metadata{
 			Version: FormatVersion,
 			ID:      newRunID(),
@@ -203,14 +187,14 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 		},
 		ForkedFrom: ForkedFrom{Location: srcURL, QueryID: meta.ID, Name: meta.Name, Batch: fromBatch},
 	}
-	b, err := json.MarshalIndent(fm, "", "  ")
+	b, err := checkpoint.EncodeMetadata(fm)
 	if err != nil {
 		return stats, err
 	}
-	if err := dst.PutIfAbsent(ctx, metadataName, append(b, '\n')); err != nil {
-		return stats, fmt.Errorf("engine: fork: write %s/%s: %w", storage.Redact(dst.URL()), metadataName, err)
+	if err := dst.PutIfAbsent(ctx, checkpoint.MetadataFile, b); err != nil {
+		return stats, fmt.Errorf("engine: fork: write %s/%s: %w", storage.Redact(dst.URL()), checkpoint.MetadataFile, err)
 	}
-	if err := cp(offsetlog.FileName(offsetsDir, last)); err != nil {
+	if err := cp(checkpoint.OffsetsFile(last)); err != nil {
 		return stats, err
 	}
 	stats.LogEntries++
@@ -218,17 +202,9 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 }
 
 // ReadForkedFrom returns where a forked checkpoint came from, or ok=false
-// for a checkpoint that is not a fork.
+// for a checkpoint that is not a fork (checkpoint.ReadForkedFrom).
 func ReadForkedFrom(ctx context.Context, store storage.Store) (ForkedFrom, bool, error) {
-	b, err := store.Get(ctx, metadataName)
-	if err != nil {
-		return ForkedFrom{}, false, fmt.Errorf("engine: read %s/%s: %w", storage.Redact(store.URL()), metadataName, err)
-	}
-	var fm forkMetadata
-	if err := json.Unmarshal(b, &fm); err != nil {
-		return ForkedFrom{}, false, fmt.Errorf("engine: %s/%s: %w: %v", storage.Redact(store.URL()), metadataName, offsetlog.ErrCorrupt, err)
-	}
-	return fm.ForkedFrom, fm.ForkedFrom.QueryID != "", nil
+	return checkpoint.ReadForkedFrom(ctx, store)
 }
 
 func listLog(ctx context.Context, st storage.Store, dir string) ([]int64, error) {
@@ -261,9 +237,9 @@ func whyNotCommitted(id int64, commits, offsets []int64) string {
 // forkStateFiles returns the state files version loads from, in every
 // operator partition folder under state/, after checking the version loads.
 func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, version int64) ([]string, error) {
-	all, err := src.List(ctx, stateDir+"/")
+	all, err := src.List(ctx, checkpoint.StateRoot+"/")
 	if err != nil {
-		return nil, fmt.Errorf("list %s/%s: %w", storage.Redact(src.URL()), stateDir, err)
+		return nil, fmt.Errorf("list %s/%s: %w", storage.Redact(src.URL()), checkpoint.StateRoot, err)
 	}
 	// Folders state/<operator>/<partition>/.
 	folders := map[string][]string{}
@@ -283,7 +259,7 @@ func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, v
 	// Every operator the plan names must have its partitions.
 	for _, op := range plan.Conf.Operators {
 		for p := 0; p < plan.Conf.StatePartitions; p++ {
-			dir := fmt.Sprintf("%s/%s/%d", stateDir, op.ID, p)
+			dir := stateDir(op.ID, p)
 			if _, ok := folders[dir]; !ok && version >= 0 {
 				return nil, fmt.Errorf("state of operator %q partition %d: folder %s is missing", op.ID, p, dir)
 			}

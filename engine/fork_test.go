@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/source/files"
@@ -181,7 +182,7 @@ func TestInterruptedForkIsRefused(t *testing.T) {
 		if _, err := ForkCheckpoint(ctx, src, dst, from); err != nil {
 			t.Fatal(err)
 		}
-		if err := dst.Delete(ctx, offsetlog.FileName(offsetsDir, from-1)); err != nil {
+		if err := dst.Delete(ctx, offsetlog.FileName(checkpoint.OffsetsDir, from-1)); err != nil {
 			t.Fatal(err)
 		}
 		sink := memsink.New("x")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/cron"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/offsetlog"
@@ -144,7 +145,7 @@ func TestBackgroundSnapshotErrorIsReturned(t *testing.T) {
 				t.Fatalf("Run = %v, want the snapshot's error", err)
 			}
 			// The batch itself committed: the snapshot is an optimisation.
-			ids, _ := offsetlog.New[CommitEntry](st, commitsDir).List(context.Background())
+			ids, _ := offsetlog.New[CommitEntry](st, checkpoint.CommitsDir).List(context.Background())
 			if fmt.Sprint(ids) != "[0]" {
 				t.Fatalf("commits %v", ids)
 			}

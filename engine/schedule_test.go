@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/cron"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/offsetlog"
@@ -111,16 +112,16 @@ func TestScheduledQueryRunsPassesAtTicks(t *testing.T) {
 			t.Errorf("batch %d started at %s before batch %d ended at %s", id, cur[0].Format("05.000"), id-1, prev[1].Format("05.000"))
 		}
 	}
-	plans, _ := offsetlog.New[OffsetsEntry](cp, offsetsDir).List(ctx)
+	plans, _ := offsetlog.New[OffsetsEntry](cp, checkpoint.OffsetsDir).List(ctx)
 	for _, id := range plans {
-		e, err := offsetlog.New[OffsetsEntry](cp, offsetsDir).Get(ctx, id)
+		e, err := offsetlog.New[OffsetsEntry](cp, checkpoint.OffsetsDir).Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Batch timestamps are tick instants (the planner's clock just
 		// after a tick), so consecutive batches lie in different ticks.
 		if id > 0 {
-			p, _ := offsetlog.New[OffsetsEntry](cp, offsetsDir).Get(ctx, id-1)
+			p, _ := offsetlog.New[OffsetsEntry](cp, checkpoint.OffsetsDir).Get(ctx, id-1)
 			if e.TimestampMs/tick.Milliseconds() == p.TimestampMs/tick.Milliseconds() {
 				t.Errorf("batches %d and %d planned in the same tick", id-1, id)
 			}
@@ -129,7 +130,7 @@ func TestScheduledQueryRunsPassesAtTicks(t *testing.T) {
 	// Batch 1 overran 3 ticks; the ticks it covered are skipped (one
 	// pass, batch 2, follows), and batch 2 is planned after batch 1 ended,
 	// without waiting for more than a late tick (generous: shared CI).
-	p2, err := offsetlog.New[OffsetsEntry](cp, offsetsDir).Get(ctx, 2)
+	p2, err := offsetlog.New[OffsetsEntry](cp, checkpoint.OffsetsDir).Get(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

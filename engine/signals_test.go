@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -84,10 +85,10 @@ func checkpointBatches(t *testing.T, dir string) (plans, commits []int64) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if plans, err = offsetlog.New[OffsetsEntry](st, offsetsDir).List(ctx); err != nil {
+	if plans, err = offsetlog.New[OffsetsEntry](st, checkpoint.OffsetsDir).List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if commits, err = offsetlog.New[CommitEntry](st, commitsDir).List(ctx); err != nil {
+	if commits, err = offsetlog.New[CommitEntry](st, checkpoint.CommitsDir).List(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return plans, commits

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/filesink"
 	"github.com/onceflow/onceflow/foreachbatch/postgres"
 	"github.com/onceflow/onceflow/internal/testenv"
@@ -73,7 +74,7 @@ func (f *lakeFixture) version() int64 {
 
 func (f *lakeFixture) commits() []int64 {
 	f.t.Helper()
-	ids, err := offsetlog.New[CommitEntry](f.cp, commitsDir).List(context.Background())
+	ids, err := offsetlog.New[CommitEntry](f.cp, checkpoint.CommitsDir).List(context.Background())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestLateRowsSinkPositionIsChecked(t *testing.T) {
 	if _, err := runQuery(t, stream(), WithCheckpoint(cp), WithSink(memsink.New("out")), WithTrigger(AvailableNow()), WithLateRows(late)); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := offsetlog.New[CommitEntry](cp, commitsDir).List(context.Background())
+	ids, err := offsetlog.New[CommitEntry](cp, checkpoint.CommitsDir).List(context.Background())
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("commits %v, %v", ids, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -61,17 +62,16 @@ func inspectCommand() *command {
 }
 
 func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointReport, error) {
-	meta, err := engine.ReadMetadata(ctx, store)
+	cp := checkpoint.NewReader(store)
+	meta, err := cp.Metadata(ctx)
 	if err != nil {
 		return nil, err
 	}
 	rep := &checkpointReport{Location: store.URL(), Metadata: meta}
-	offsets := offsetlog.New[engine.OffsetsEntry](store, "offsets")
-	commits := offsetlog.New[engine.CommitEntry](store, "commits")
-	if rep.OffsetBatches, err = offsets.List(ctx); err != nil {
+	if rep.OffsetBatches, err = cp.OffsetIDs(ctx); err != nil {
 		return nil, err
 	}
-	if rep.CommitBatches, err = commits.List(ctx); err != nil {
+	if rep.CommitBatches, err = cp.CommitIDs(ctx); err != nil {
 		return nil, err
 	}
 	if n := len(rep.CommitBatches); n > 0 {
@@ -80,7 +80,7 @@ func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointRep
 	}
 	if n := len(rep.OffsetBatches); n > 0 {
 		id := rep.OffsetBatches[n-1]
-		plan, err := offsets.Get(ctx, id)
+		plan, err := cp.Offsets(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -89,8 +89,8 @@ func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointRep
 			rep.Uncommitted = &id
 		}
 	}
-	progress := offsetlog.New[engine.Progress](store, "progress")
-	if _, p, ok, err := progress.Latest(ctx); err == nil && ok {
+	var p engine.Progress
+	if _, ok, err := cp.LatestProgress(ctx, &p); err == nil && ok {
 		rep.LastProgress = &p
 	} else if err != nil && !errors.Is(err, offsetlog.ErrNotFound) {
 		return nil, err

@@ -7,8 +7,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/engine"
-	"github.com/onceflow/onceflow/offsetlog"
 )
 
 func progressCommand() *command {
@@ -40,8 +40,8 @@ func readProgress(ctx context.Context, loc string, n int) ([]engine.Progress, er
 		return nil, err
 	}
 	defer store.Close()
-	log := offsetlog.New[engine.Progress](store, "progress")
-	ids, err := log.List(ctx)
+	cp := checkpoint.NewReader(store)
+	ids, err := cp.ProgressIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +50,8 @@ func readProgress(ctx context.Context, loc string, n int) ([]engine.Progress, er
 	}
 	var recs []engine.Progress
 	for _, id := range ids {
-		p, err := log.Get(ctx, id)
-		if err != nil {
+		var p engine.Progress
+		if err := cp.Progress(ctx, id, &p); err != nil {
 			return nil, err
 		}
 		recs = append(recs, p)

@@ -9,9 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
-	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -19,7 +18,7 @@ import (
 // openState opens one partition's state with the schemas it recorded and
 // counts its rows at version (-1: none).
 func openState(ctx context.Context, cp storage.Store, op string, part int, version int64) (*statestore.Store, statestore.Info, int64, error) {
-	dir := storage.Sub(cp, fmt.Sprintf("state/%s/%d", op, part))
+	dir := checkpoint.NewReader(cp).State(op, part)
 	var info statestore.Info
 	key, val, err := statestore.ReadSchemas(ctx, dir)
 	if err != nil {
@@ -69,7 +68,7 @@ func dumpState(ctx context.Context, loc, opID string, part int, version int64, o
 		return err
 	}
 	defer store.Close()
-	_, plan, ok, err := offsetlog.New[engine.OffsetsEntry](store, "offsets").Latest(ctx)
+	_, plan, ok, err := checkpoint.NewReader(store).LatestOffsets(ctx)
 	if err != nil {
 		return err
 	}
@@ -90,7 +89,7 @@ func dumpState(ctx context.Context, loc, opID string, part int, version int64, o
 	}
 	v := version
 	if v < 0 {
-		cid, _, ok, err := offsetlog.New[engine.CommitEntry](store, "commits").Latest(ctx)
+		cid, _, ok, err := checkpoint.NewReader(store).LatestCommit(ctx)
 		if err != nil {
 			return err
 		}

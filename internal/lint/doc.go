@@ -3,6 +3,8 @@
 //
 //   - contract, the leaf package of the source and sink contracts, imports
 //     only Arrow, storage and the standard library;
+//   - checkpoint, which owns the checkpoint's layout and formats, imports
+//     only offsetlog, storage and the standard library;
 //   - no package imports engine except the engine's own subpackages, the
 //     commands (cmd/), examples (examples/), tests (tests/), benchmarks
 //     (bench/, its own module) and the plugins built on the engine's

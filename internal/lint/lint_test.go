@@ -63,6 +63,15 @@ func TestContractImportsOnlyArrowStorageAndStd(t *testing.T) {
 	}
 }
 
+func TestCheckpointImportsOnlyOffsetlogStorageAndStd(t *testing.T) {
+	for _, imp := range goList(t, "-f", `{{join .Imports "\n"}}`, module+"/checkpoint") {
+		if imp == "" || isStd(imp) || imp == module+"/offsetlog" || imp == module+"/storage" {
+			continue
+		}
+		t.Errorf("checkpoint imports %s; it may import only %s/offsetlog, %s/storage and the standard library, so that the command line, audit and examples read a checkpoint without the engine", imp, module, module)
+	}
+}
+
 // importersAllowed are the packages of this module that may import engine
 // in their non-test files.
 var importersAllowed = []string{

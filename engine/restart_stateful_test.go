@@ -9,7 +9,12 @@ import (
 	"github.com/onceflow/onceflow/memsink"
 )
 
-// Review: checkRestart lets a query add a stateful step to a checkpoint
+// Regression: adding a stateful step to a checkpoint of stateless batches
+// passed checkRestart but then failed for ever loading state that was never
+// written; now it is either refused with ErrIncompatibleRestart or runs,
+// restarts with the same options and counts only rows since it was added.
+//
+// Before the fix: checkRestart lets a query add a stateful step to a checkpoint
 // whose committed batches were stateless ("new and the checkpoint has 0
 // other(s)" is allowed), but openState then loads version <committed> of
 // the new operator, which has no files: the query never starts again, with
@@ -19,7 +24,7 @@ import (
 // lastPlan.Conf.StatePartitions (the stateless run's P) while the executor
 // partitions by the query's P, so the next restart with the same options
 // would be refused, and the P it asks for would misroute keys.
-func TestReviewStatefulStepAddedToStatelessCheckpoint(t *testing.T) {
+func TestStatefulStepAddedToStatelessCheckpoint(t *testing.T) {
 	cp := localStore(t)
 	src := newSeq(10, 10, 4)
 	if _, err := runQuery(t, ReadStream(src), WithCheckpoint(cp), WithSink(memsink.New("raw")), WithTrigger(AvailableNow()), WithStatePartitions(4)); err != nil {

@@ -61,14 +61,19 @@ func (s *nullTSSource) Read(_ context.Context, start, end json.RawMessage, emit 
 	return emit(rec)
 }
 
-// Review: a row whose event time is null, under a watermark, before a
+// Regression: a row with a null event time before a deduplication was kept,
+// then evicted as expired in the same batch, and the state commit refused
+// the key, stopping the query for good; now the query goes on (or fails
+// with an error about the null input, never about state keys).
+//
+// Before the fix: a row whose event time is null, under a watermark, before a
 // deduplication. The row is not late (null is kept), so its key is
 // changed in the batch; eviction then reads the null time as 0, finds the
 // key expired, and removes it in the same batch: statestore Commit gets the
 // key in both upserts and deletes and refuses. One payment without a
 // timestamp stops the query for good (a re-run is identical), with an
 // error about state keys rather than about the input.
-func TestReviewDedupNullEventTime(t *testing.T) {
+func TestDedupRowWithNullEventTimeDoesNotStopTheQuery(t *testing.T) {
 	script := [][]evRow{{{"a", 100, 0}}, {{"b", -1, 0}}, {{"c", 200, 0}}}
 	for _, tc := range []struct {
 		name   string

@@ -14,7 +14,12 @@ import (
 // the engine takes no lock on it, as with S3.
 type objectStore struct{ storage.Store }
 
-// Review: a zombie driver on a checkpoint without a lock (S3, or a local
+// Regression: on a checkpoint without a lock, a zombie driver woke after
+// its batch ids were purged, committed its stale batch and overwrote a
+// committed data file, double counting rows; now the lake holds every row
+// exactly once after the zombie.
+//
+// Before the fix: a zombie driver on a checkpoint without a lock (S3, or a local
 // one reached through storage.Sub) relies on put-if-absent of offsets/N and
 // commits/N to lose. Purge deletes those objects, so once the live driver
 // is minBatchesToRetain batches ahead the zombie's writes succeed: it
@@ -28,7 +33,7 @@ type objectStore struct{ storage.Store }
 // Here: the zombie Z stalls in its first sink at batch 0; the live driver
 // A recovers batch 0 and runs batches 1 to 3 while data arrives ten rows
 // at a time (retention 1, log compaction every 2 batches); then Z wakes.
-func TestReviewZombieAfterPurgeOverwritesCommittedFiles(t *testing.T) {
+func TestZombieAfterPurgeCannotOverwriteCommittedFiles(t *testing.T) {
 	ctx := context.Background()
 	root := localStore(t)
 	cp := func() storage.Store { return objectStore{storage.Sub(root, "cp")} }

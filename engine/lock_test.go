@@ -9,7 +9,11 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// Review: lockCheckpoint only recognises a bare *storage.Local. A local
+// Regression: a local checkpoint reached through storage.Sub took no lock,
+// so a second driver ran the first one's in-flight batch beside it; now the
+// second driver fails at start with ErrConcurrentDriver.
+//
+// Before the fix: lockCheckpoint only recognises a bare *storage.Local. A local
 // checkpoint reached through storage.Sub (a folder of a local store, the
 // usual way to keep several checkpoints under one root) takes no lock, so
 // a second driver is not refused at start: it recovers the first driver's
@@ -17,7 +21,7 @@ import (
 // sink that is not idempotent, delivers it twice). The first driver only
 // learns at its commits/N. Unwrapping prefix views down to a Local (or a
 // Store method that takes the lock) would close it.
-func TestReviewSecondDriverOnSubLocalFailsAtOnce(t *testing.T) {
+func TestSecondDriverOnSubLocalCheckpointIsRefusedAtStart(t *testing.T) {
 	root := localStore(t)
 	cp := storage.Sub(root, "checkpoints/q")
 	bs := &blockingSink{entered: make(chan struct{}, 1), release: make(chan struct{})}

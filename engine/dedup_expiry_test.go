@@ -8,14 +8,19 @@ import (
 	"github.com/onceflow/onceflow/memsink"
 )
 
-// Review: DropDuplicatesWithinWatermark. A key whose state expires in
+// Regression: a deduplicated key that expired in batch N and got a repeat
+// in batch N went to the state commit as both an upsert and a delete, which
+// the store refuses, so the query stuck on that batch for good; now the
+// batch commits and emits what it should.
+//
+// Before the fix: DropDuplicatesWithinWatermark. A key whose state expires in
 // batch N (first event time + delay < watermark) and that also gets a row
 // in batch N (a repeat stamped later, so not late) is both changed and
 // evicted: finishPartition passes it to statestore Commit in the upserts
 // (gb.Changes, taken before the eviction) and in the deletes, and Commit
 // refuses a key that appears twice. The batch fails, and since a re-run is
 // identical, the query can never get past it.
-func TestReviewDedupKeyChangedAndExpiredInOneBatch(t *testing.T) {
+func TestDedupKeyRepeatedInTheBatchItExpiresIn(t *testing.T) {
 	script := [][]evRow{
 		{{"k1", 10, 1}}, // k1 first seen at 10 s; watermark after: 5 s
 		{{"k2", 30, 2}}, // watermark after: 25 s (k1 expires when 10+5 < watermark)

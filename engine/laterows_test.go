@@ -58,13 +58,18 @@ func (s *atLeastOnceSink) AddBatch(context.Context, int64, *arrow.Schema, []arro
 
 func (s *atLeastOnceSink) Guarantee() Guarantee { return AtLeastOnce }
 
-// Review: the sink given to WithLateRows bypasses everything main() does
+// Regression: the WithLateRows sink skipped what every other sink gets at
+// start (Start, the guarantee check, schema validation); now it is started,
+// gets every batch, and an at-least-once one is refused without
+// WithAtLeastOnce.
+//
+// Before the fix: the sink given to WithLateRows bypasses everything main() does
 // for the other sinks: it is never Started (a kafkasink there fails every
 // batch with late rows, with ErrNotStarted), its guarantee is never
 // checked (an at-least-once late-rows sink is accepted without
 // WithAtLeastOnce, and re-runs duplicate its rows), and its schema is
 // never validated.
-func TestReviewLateRowsSinkIsStartedAndChecked(t *testing.T) {
+func TestLateRowsSinkIsStartedAndChecked(t *testing.T) {
 	stream := func() *Stream {
 		return ReadStream(&scriptSource{batches: outOfOrder}).
 			WithWatermark("ts", 5*time.Second).

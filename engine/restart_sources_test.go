@@ -14,7 +14,12 @@ import (
 	"github.com/onceflow/onceflow/source/files"
 )
 
-// Review: checkRestart compares only the number of sources, not which
+// Regression: checkRestart compared only the number of sources, so swapping
+// two sources handed each the other's position and delivered committed
+// payments again; now such a restart is refused with ErrIncompatibleRestart
+// (or delivers only the new rows).
+//
+// Before the fix: checkRestart compares only the number of sources, not which
 // source is at which index. Offsets (and a files source's own log under
 // sources/<i>) are bound to the index, so swapping two sources between
 // runs hands each source the other's position: here both landing
@@ -22,7 +27,7 @@ import (
 // committed reaches the sink a second time. A restart with sources whose
 // descriptions differ from offsets/N's Conf.Sources should fail with
 // ErrIncompatibleRestart before planning.
-func TestReviewSwappedSourcesAreRefused(t *testing.T) {
+func TestRestartWithSwappedSourcesIsRefused(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	landA, landB := t.TempDir(), t.TempDir()
 	write := func(dir, name string, v int, minute int) {

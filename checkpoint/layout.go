@@ -1,0 +1,42 @@
+package checkpoint
+
+import (
+	"fmt"
+
+	"github.com/onceflow/onceflow/offsetlog"
+)
+
+// The folders and files of a checkpoint.
+const (
+	// MetadataFile holds the query's Metadata, written once.
+	MetadataFile = "metadata"
+	// OffsetsDir holds the write-ahead log: one OffsetsEntry per batch.
+	OffsetsDir = "offsets"
+	// CommitsDir holds one CommitEntry per committed batch.
+	CommitsDir = "commits"
+	// ProgressDir holds one progress record per batch.
+	ProgressDir = "progress"
+	// StateRoot holds one statestore folder per stateful operator and
+	// partition (see StateDir).
+	StateRoot = "state"
+	// SourcesRoot holds one folder per source (see SourceDir).
+	SourcesRoot = "sources"
+)
+
+// OffsetsFile is the object name of batch id's write-ahead entry.
+func OffsetsFile(id int64) string { return offsetlog.FileName(OffsetsDir, id) }
+
+// CommitFile is the object name of batch id's commit entry.
+func CommitFile(id int64) string { return offsetlog.FileName(CommitsDir, id) }
+
+// ProgressFile is the object name of batch id's progress record.
+func ProgressFile(id int64) string { return offsetlog.FileName(ProgressDir, id) }
+
+// StateDir is the folder of operator's state in one partition:
+// state/<operator>/<partition>.
+func StateDir(operator string, partition int) string {
+	return fmt.Sprintf("%s/%s/%d", StateRoot, operator, partition)
+}
+
+// SourceDir is the folder of source i's own files: sources/<i>.
+func SourceDir(i int) string { return fmt.Sprintf("%s/%d", SourcesRoot, i) }

@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/onceflow/onceflow/internal/fault"
+)
+
+// purge deletes logs and state older than the retention.
+func (r *run) purge(ctx context.Context, committed int64) error {
+	before := committed - int64(r.cfg.minBatchesToRetain) + 1
+	if before <= 0 {
+		return nil
+	}
+	fault.Point(fault.EngineDuringPurge)
+	// Commits before offsets: a commit is never left without its plan.
+	if _, err := r.cp.commits.Purge(ctx, before); err != nil {
+		return fmt.Errorf("engine: purge: %w", err)
+	}
+	if _, err := r.cp.offsets.Purge(ctx, before); err != nil {
+		return fmt.Errorf("engine: purge: %w", err)
+	}
+	if _, err := r.cp.progress.Purge(ctx, before); err != nil {
+		return fmt.Errorf("engine: purge: %w", err)
+	}
+	if r.ex.agg != nil {
+		for p, part := range r.ex.agg.parts {
+			if err := part.store.Purge(ctx, committed); err != nil {
+				return fmt.Errorf("engine: purge state of %s partition %d: %w", r.ex.agg.step.id, p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// maintain writes state snapshots in the background, one pass at a time,
+// on ctx (Run's): a cancelled Run does not wait for a slow snapshot. Run
+// waits for the pass in flight and reports its error.
+func (r *run) maintain(ctx context.Context, committed int64) {
+	if r.ex.agg == nil || !r.maint.CompareAndSwap(false, true) {
+		return
+	}
+	parts := r.ex.agg.parts
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.maint.Store(false)
+		for p, part := range parts {
+			if err := part.store.Maintain(ctx, committed); err != nil {
+				e := fmt.Errorf("engine: state maintenance of %s partition %d at version %d: %w", r.ex.agg.step.id, p, committed, err)
+				r.maintErr.Store(&e)
+				return
+			}
+			if p == 0 {
+				fault.Point(fault.EngineDuringSnapshot)
+			}
+		}
+	}()
+}

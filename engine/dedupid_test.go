@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
 )
 
@@ -39,7 +40,7 @@ func TestDropDuplicatesID(t *testing.T) {
 			if p := q.LastProgress(); p == nil || len(p.StateOperators) != 1 || p.StateOperators[0].OperatorID != tc.id {
 				t.Fatalf("progress %+v, want one operator %q", p, tc.id)
 			}
-			names, err := cp.List(context.Background(), stateDir+"/"+tc.id+"/")
+			names, err := cp.List(context.Background(), checkpoint.StateRoot+"/"+tc.id+"/")
 			if err != nil || len(names) == 0 {
 				t.Errorf("state folder of %q: %v, %v", tc.id, names, err)
 			}

@@ -10,7 +10,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// Review: a file is taken with its size at listing time, and a batch reads
+// Regression: a CSV or JSON file that grew after it was taken, its taken
+// bytes ending inside a line, had that torn last line parsed as a whole
+// row ("7,12" of "7,1250": a payment of 1250 cents read as 12); now the
+// read fails, or reads one or two rows of which none is 7|12.
+//
+// Before the fix: a file is taken with its size at listing time, and a batch reads
 // exactly that many bytes, so bytes appended later are never read. When
 // the taken bytes end inside a line (a writer that cannot rename, relying
 // on WithMinFileAge, paused mid-line longer than the minimum age), the
@@ -19,7 +24,7 @@ import (
 // line is never read — silently. A taken range whose last line has no
 // newline while the file has since grown past it should fail (or stop
 // before that line), never be parsed as complete.
-func TestReviewTornLastLineReadAsComplete(t *testing.T) {
+func TestTornLastLineOfGrownFileIsNotReadAsARow(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "amount_cents", Type: arrow.PrimitiveTypes.Int64},

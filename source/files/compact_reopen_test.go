@@ -11,13 +11,19 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// Review: WithMaxFileAge(d) forgets old entries at compaction, and only the
+// Regression: files a compaction had forgotten under WithMaxFileAge were
+// kept from being taken again only by the age rule of the run's current
+// options, so a later run with a larger age or none took them a second
+// time (their rows entered twice); now a later run, whatever its options,
+// takes nothing old and only each new file, across further compactions.
+//
+// Before the fix: WithMaxFileAge(d) forgets old entries at compaction, and only the
 // listing's age rule (newest − d) keeps their files from being taken again.
 // That rule is the option in force now, not the one that forgot: a restart
 // with a larger age, or without the option, lists the forgotten files as
 // new and takes them a second time (their rows enter twice). A compaction
 // must remember how far it forgot, whatever the options of a later run.
-func TestReviewForgottenFilesNotRetakenWhenAgeChanges(t *testing.T) {
+func TestForgottenFilesNotRetakenWhenMaxFileAgeChanges(t *testing.T) {
 	const step = 5 * time.Second
 	for _, tc := range []struct {
 		name  string
@@ -99,7 +105,13 @@ func (h *hookStore) Get(ctx context.Context, name string) ([]byte, error) {
 	return b, err
 }
 
-// Review: the audit opens a live query's checkpoint read-only (audit/doc.go:
+// Regression: a read-only OpenCheckpoint (the audit, a second driver) that
+// a live query's compaction overtook between its listings and its reads
+// failed on a sound checkpoint ("no entry", a plain entry "missing" as
+// corruption); now the open succeeds and reads every file through the live
+// query's latest entry.
+//
+// Before the fix: the audit opens a live query's checkpoint read-only (audit/doc.go:
 // "safe to run next to a live query"), and so may a second driver on an
 // object store. OpenCheckpoint lists the compact entries, reads the newest,
 // then lists the plain entries; a compaction of the live query in between
@@ -107,7 +119,7 @@ func (h *hookStore) Get(ctx context.Context, name string) ([]byte, error) {
 // after it, and OpenCheckpoint failed on a legitimate checkpoint ("no
 // entry", "files/… is missing" as corruption). It must read a consistent
 // log: the newer compact entry and the plain entries after it.
-func TestReviewOpenCheckpointRacesCompaction(t *testing.T) {
+func TestOpenCheckpointDuringCompactionReadsWholeLog(t *testing.T) {
 	for _, tc := range []struct {
 		op, prefix string
 		plainAfter bool // the hook leaves plain entries after its compaction
@@ -192,7 +204,15 @@ func copyStore(t *testing.T, src, dst storage.Store) {
 	}
 }
 
-// Review: a fork (engine.ForkCheckpoint, `onceflow checkpoint fork`)
+// Regression: under WithMaxFileAge, a fork replaying from below an entry a
+// compaction had forgotten got that entry from LatestOffset, so the engine
+// wrote into its write-ahead log a batch no Read could run; now
+// LatestOffset refuses it with ErrBadOffset naming it forgotten, and a fork
+// from a remembered entry replays the entries the original took, its
+// commits below the compact entry leave one plain and one compact entry,
+// and its log goes on with new files.
+//
+// Before the fix: a fork (engine.ForkCheckpoint, `onceflow checkpoint fork`)
 // copies the files log whole and replays from an end older than the
 // newest compact entry: each replayed batch must take the entry the
 // original took (from the compact entry, its plain one gone), Commit for
@@ -200,7 +220,7 @@ func copyStore(t *testing.T, src, dst storage.Store) {
 // continue the log. With WithMaxFileAge, an entry the compaction forgot
 // cannot be replayed: LatestOffset must refuse it before the engine writes
 // it into its write-ahead log, where it could never be read.
-func TestReviewForkReplaysBelowCompact(t *testing.T) {
+func TestForkReplaysEntriesBelowCompactEntry(t *testing.T) {
 	ctx := context.Background()
 	const step = 5 * time.Second
 	for _, tc := range []struct {
@@ -282,10 +302,15 @@ func TestReviewForkReplaysBelowCompact(t *testing.T) {
 	}
 }
 
-// TestReviewAuditNextToLiveQuery opens and reads a checkpoint again and
-// again, read-only as the audit does, while a live source compacts it at
-// every commit: every open must succeed and read the whole history it saw.
-func TestReviewAuditNextToLiveQuery(t *testing.T) {
+// Regression: a read-only open next to a live query that compacted at every
+// commit failed within ten runs, a plain entry "missing" as corruption;
+// now every open succeeds and reads the whole history through the latest
+// entry it saw.
+//
+// It opens and reads a checkpoint again and again, read-only as the audit
+// does, while a live source compacts it at every commit: every open must
+// succeed and read the whole history it saw.
+func TestReadOnlyOpenNextToCompactingLiveQuery(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	store := checkpoint(t)
@@ -338,11 +363,15 @@ func TestReviewAuditNextToLiveQuery(t *testing.T) {
 	t.Logf("%d opens next to %d compactions", opens, batches)
 }
 
-// Review: OpenCheckpoint starts a run, but it kept the AvailableNow
+// Regression: OpenCheckpoint kept the AvailableNow snapshot of an earlier
+// run of the same Source, so a second, continuous run never took a file
+// landed after it; now the second run takes that file as entry 1.
+//
+// Before the fix: OpenCheckpoint starts a run, but it kept the AvailableNow
 // snapshot of an earlier run of the same Source: a second run under a
 // continuous trigger never took a file that landed after the first run's
 // PrepareAvailableNow.
-func TestReviewOpenCheckpointForgetsAvailableNowSnapshot(t *testing.T) {
+func TestOpenCheckpointDropsEarlierAvailableNowSnapshot(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	store := checkpoint(t)

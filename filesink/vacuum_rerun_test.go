@@ -14,22 +14,22 @@ import (
 	"github.com/onceflow/onceflow/storage"
 )
 
-// reviewStore wraps a table store: it can refuse log writes (a crash
+// vacuumRaceStore wraps a table store: it can refuse log writes (a crash
 // before the commit) and run a hook right after a full listing.
-type reviewStore struct {
+type vacuumRaceStore struct {
 	storage.Store
 	failLog   bool
 	afterList func()
 }
 
-func (s *reviewStore) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+func (s *vacuumRaceStore) PutIfAbsent(ctx context.Context, name string, data []byte) error {
 	if s.failLog && strings.HasPrefix(name, LogDir+"/") {
 		return errors.New("injected: crash before the log entry")
 	}
 	return s.Store.PutIfAbsent(ctx, name, data)
 }
 
-func (s *reviewStore) List(ctx context.Context, prefix string) ([]storage.ObjectInfo, error) {
+func (s *vacuumRaceStore) List(ctx context.Context, prefix string) ([]storage.ObjectInfo, error) {
 	out, err := s.Store.List(ctx, prefix)
 	if prefix == "" && s.afterList != nil {
 		hook := s.afterList
@@ -39,7 +39,13 @@ func (s *reviewStore) List(ctx context.Context, prefix string) ([]storage.Object
 	return out, err
 }
 
-// Review: Vacuum decides from one listing, then deletes. A file left by a
+// Regression: Vacuum chose a crashed attempt's file of batch 1 from its
+// listing, the batch's re-run rewrote that same name and committed it
+// before Vacuum's delete, and Vacuum then deleted a file of the committed
+// version, losing batch 1's rows; now the committed table still reads all
+// 20 rows after that Vacuum.
+//
+// Before the fix: Vacuum decides from one listing, then deletes. A file left by a
 // crashed attempt of batch N is old and unlisted, so it is chosen; if the
 // query re-runs batch N between Vacuum's listing and its delete (a restart
 // while a scheduled vacuum runs: on S3 a large table's listing takes long),
@@ -49,7 +55,7 @@ func (s *reviewStore) List(ctx context.Context, prefix string) ([]storage.Object
 // not cover it: the age Vacuum saw is the crashed attempt's. Vacuum should
 // re-check a candidate (age and log) just before deleting it, or the
 // re-run should not reuse an old attempt's names.
-func TestReviewVacuumRacesReRun(t *testing.T) {
+func TestVacuumKeepsFileReRunCommittedDuringIt(t *testing.T) {
 	ctx := context.Background()
 	mem := newMem(t)
 	table, dir := openTable(t)
@@ -62,7 +68,7 @@ func TestReviewVacuumRacesReRun(t *testing.T) {
 	addBatch(t, ctx, s, mem, schema, 0, 0, 10, 10)
 
 	// Batch 1's first attempt writes its file, then dies before the log.
-	crashing := &reviewStore{Store: table, failLog: true}
+	crashing := &vacuumRaceStore{Store: table, failLog: true}
 	c, err := New(crashing)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +90,7 @@ func TestReviewVacuumRacesReRun(t *testing.T) {
 	}
 
 	// Vacuum lists; right then the restarted query re-runs batch 1.
-	v := &reviewStore{Store: table}
+	v := &vacuumRaceStore{Store: table}
 	v.afterList = func() {
 		r, err := New(table)
 		if err != nil {

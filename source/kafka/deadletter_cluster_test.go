@@ -25,6 +25,12 @@ import (
 
 var leastBatch = [2]json.RawMessage{json.RawMessage(`{"pay":{"0":0}}`), json.RawMessage(`{"pay":{"0":2}}`)}
 
+// Regression: on a cluster with ACLs, OpenCheckpoint failed for a user who
+// may neither describe the cluster's configs nor create topics (it asked
+// for the configs, and created the progress topic even when it existed);
+// now such a user's query opens, a restart re-runs its batch, and its one
+// dead letter is in the dead-letter topic once.
+//
 // TestDeadLetterLeastPrivilege: on a cluster with ACLs, a query whose
 // user may read the source, write the dead-letter topic, read and write
 // the progress topic (created by the operators) and use its transactional
@@ -93,6 +99,12 @@ func TestDeadLetterLeastPrivilege(t *testing.T) {
 	wantKeys(t, keys, "pay/0/1")
 }
 
+// Regression: another query sharing the progress topic that died inside
+// its dead-letter transaction held this query's restart for that
+// transaction's whole timeout (the markers were read up to the last stable
+// offset) and then failed it; now the restart opens within 5 s and its
+// re-run skips its 3 dead letters, each in the topic once.
+//
 // TestDeadLetterOtherQueryOpenTransaction: another query that shares the
 // progress topic died inside its dead-letter transaction (open until its
 // own, longer, timeout). A restart of this query neither waits for that
@@ -160,6 +172,11 @@ func TestDeadLetterCommitOutcomeUnknown(t *testing.T) {
 	wantKeys(t, deadKeys(t, f.c, true), dead0...)
 }
 
+// Regression: after partitions were added to an operator-created progress
+// topic, a marker key hashed to another partition, the older marker was
+// read after the newer one, and a re-run produced its dead letters again;
+// now the re-run produces none (1 skipped) and each is in the topic once.
+//
 // TestDeadLetterProgressTopicGrows: the operators created the progress
 // topic with three partitions and later added a fourth, so a marker key
 // hashes elsewhere than before. A re-run must still see the newest marker
@@ -198,6 +215,11 @@ func TestDeadLetterProgressTopicGrows(t *testing.T) {
 	wantKeys(t, deadKeys(t, f.c, true), "pay/0/1", "pay/0/3")
 }
 
+// Regression: the progress topic was created with the default segment
+// roll (a week or 1 GiB), so every start read all the superseded markers
+// of the active segment; now it is created with cleanup.policy=compact and
+// segment.ms=3600000.
+//
 // TestDeadLetterProgressTopicRolls: the progress topic the source creates
 // rolls its segment hourly. Kafka never compacts the active segment, and
 // the default roll is a week (or 1 GiB), so every start would read a
@@ -257,6 +279,11 @@ func TestDeadLetterStatsConcurrent(t *testing.T) {
 	}
 }
 
+// Regression: once the brokers had forgotten the transactional id of a
+// query idle longer than transactional.id.expiration.ms, its next bad
+// value failed the batch and stopped the query; now that value goes to the
+// dead-letter topic.
+//
 // TestDeadLetterIdleTransactionalIDExpired: a query whose values are all
 // good for longer than the brokers' transactional.id.expiration.ms (a
 // week by default) loses its producer id on the brokers; its next bad
@@ -270,6 +297,11 @@ func TestDeadLetterIdleTransactionalIDExpired(t *testing.T) {
 	wantKeys(t, deadKeys(t, f.c, true), dead0...)
 }
 
+// Regression: a WithTopicPattern matching the dead-letter topic and its
+// progress topic read them back (dead letters sent again batch after
+// batch, markers as rows); now only topic pay is planned, and WithTopics
+// naming the dead-letter topic fails with ErrConfig.
+//
 // TestDeadLetterPatternExcludesItsOwnTopics: a WithTopicPattern that matches
 // the dead-letter topic and its progress topic ("pay.*" with "pay-dlq")
 // must not read them: the source would read back its dead letters (and
@@ -295,6 +327,11 @@ func TestDeadLetterPatternExcludesItsOwnTopics(t *testing.T) {
 	}
 }
 
+// Regression: a Source reopened by a restart kept its once-only topic
+// check, so a progress topic deleted meanwhile was never created again and
+// every restart failed; now the reopen succeeds and the batch's dead
+// letters reach the dead-letter topic.
+//
 // TestDeadLetterReopenRechecksTopics: OpenCheckpoint (a restart of the
 // query, possibly on the same Source) checks the topics again, so a
 // progress topic an operator deleted is created again instead of failing

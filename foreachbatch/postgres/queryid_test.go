@@ -9,7 +9,14 @@ import (
 	"github.com/onceflow/onceflow/internal/testenv"
 )
 
-// Review: the progress row is keyed by the user's job name only; Start
+// Regression: the progress row was keyed by the job name only, so a new
+// query on the same job (a new checkpoint, batch ids from 0 again) had its
+// batches at or below the old progress skipped and acknowledged, and their
+// payments never reached the table; now the other query is refused (at
+// Start or at a batch, ErrOtherQuery) or all its batches are applied (k=2
+// totals 23).
+//
+// Before the fix: the progress row is keyed by the user's job name only; Start
 // ignores the query id. A query with a new checkpoint (lost or deleted
 // checkpoint, or a second query given the same job) starts again at batch
 // 0, and every batch id at or below the old progress is reported Skipped
@@ -17,7 +24,7 @@ import (
 // never reach the table. The guard should record the query id in the
 // progress row and refuse (at Start, or per batch) a query id that is not
 // the row's owner.
-func TestReviewNewQuerySameJobLosesBatches(t *testing.T) {
+func TestNewQueryOnSameJobSkipsNoBatch(t *testing.T) {
 	pool := testenv.PG(t)
 	ctx := ctxT(t)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())

@@ -7,7 +7,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// Review: the sink ignores the query id it gets in Start, and AddBatch(N)
+// Regression: a new query (a new checkpoint) on a table another query had
+// written started again at batch 0 and got its first batches acknowledged
+// without a row written, so the engine committed payments that were lost;
+// now the other query is refused (Start returns an error, ErrOtherQuery, or
+// AddBatch does) and a batch it gets acknowledged has its rows in the table.
+//
+// Before the fix: the sink ignores the query id it gets in Start, and AddBatch(N)
 // returns nil for every N at or below the table's version. A query with a
 // new checkpoint (deleted or lost checkpoint, a second query pointed at the
 // same table by mistake) starts again at batch 0, so its first batches are
@@ -15,7 +21,7 @@ import (
 // and those payments are lost for good. The sink should bind the table to
 // the query id (record it in each entry) and refuse a batch id at or below
 // the version from another query, instead of reporting it as done.
-func TestReviewNewQueryOnSameTableLosesRows(t *testing.T) {
+func TestNewQueryOnWrittenTableLosesNoRows(t *testing.T) {
 	ctx := context.Background()
 	mem := newMem(t)
 	table, _ := openTable(t)

@@ -26,6 +26,7 @@ import (
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/internal/testenv"
 	"github.com/onceflow/onceflow/storage"
+	"github.com/onceflow/onceflow/storage/s3store"
 )
 
 // bins are the programs the tests run, built once by TestMain.
@@ -65,10 +66,11 @@ func programs(t *testing.T) (onceflow, prog string) {
 	return bins.onceflow, bins.prog
 }
 
-// build compiles pkg into dir.
+// build compiles pkg into dir, with the fault points armed
+// (internal/fault's build tag).
 func build(dir, pkg string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-tags", "onceflow_faults", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -129,6 +131,9 @@ type harness struct {
 	pool     *pgxpool.Pool
 	sinks    []sinkKind
 	extra    []string
+	cpLoc    string     // the checkpoint's location; a directory unless set
+	lakeLoc  string     // the file sink's table; a directory unless set
+	env      []string   // more environment for the program (S3 credentials)
 	rng      *rand.Rand // the test's choices; one goroutine
 
 	mu   sync.Mutex
@@ -158,9 +163,21 @@ func newHarness(t *testing.T, onceflow, prog, broker string, seed uint64, sinks 
 	return h
 }
 
-func (h *harness) checkpoint() string { return filepath.Join(h.dir, "checkpoint") }
-func (h *harness) lake() string       { return filepath.Join(h.dir, "lake") }
-func (h *harness) lines() string      { return filepath.Join(h.dir, "lines.jsonl") }
+func (h *harness) checkpoint() string {
+	if h.cpLoc != "" {
+		return h.cpLoc
+	}
+	return filepath.Join(h.dir, "checkpoint")
+}
+
+func (h *harness) lake() string {
+	if h.lakeLoc != "" {
+		return h.lakeLoc
+	}
+	return filepath.Join(h.dir, "lake")
+}
+
+func (h *harness) lines() string { return filepath.Join(h.dir, "lines.jsonl") }
 
 func (h *harness) args() []string {
 	a := []string{"-brokers", h.broker, "-checkpoint", h.checkpoint(), "-payments-topic", "payments"}
@@ -186,38 +203,106 @@ func (h *harness) run(spec string, killAfter time.Duration) (killed bool, stderr
 }
 
 // runFor is run with a watchdog: after limit the program gets SIGQUIT (a
-// goroutine dump) and the test fails.
+// goroutine dump) and the test fails. A program that exits with an error
+// fails the test too.
 func (h *harness) runFor(spec string, killAfter, limit time.Duration) (killed bool, stderr string) {
+	h.t.Helper()
+	r := h.start(runSpec{point: spec, killAfter: killAfter, limit: limit})
+	if r.err != nil {
+		h.t.Fatalf("%s (fault %q): %v\n%s", h.prog, spec, r.err, r.stderr)
+	}
+	return r.killed, r.stderr
+}
+
+// runSpec is one run of the program.
+type runSpec struct {
+	point     string        // internal/fault spec ("" for none)
+	killAfter time.Duration // SIGKILL after this long, if positive
+	limit     time.Duration // watchdog: SIGQUIT and fail the test after this long (0: 2 minutes)
+	args      []string      // more flags, for this run only
+	// during is called once the program started, on its own goroutine,
+	// with a context that ends when the program exits; the run waits for
+	// it to return.
+	during func(ctx context.Context, pid int, stderr *syncBuffer)
+}
+
+// runResult is how a run ended: killed by SIGKILL, exited 0 (neither
+// killed nor err), or exited with err (the program's message in stderr).
+type runResult struct {
+	killed bool
+	err    error
+	stderr string
+	took   time.Duration
+}
+
+// start runs the program once as spec says and waits for it.
+func (h *harness) start(spec runSpec) runResult {
 	t := h.t
 	t.Helper()
-	cmd := exec.Command(h.prog, h.args()...)
-	var eb bytes.Buffer
+	limit := spec.limit
+	if limit == 0 {
+		limit = 2 * time.Minute
+	}
+	cmd := exec.Command(h.prog, append(h.args(), spec.args...)...)
+	var eb syncBuffer
 	cmd.Stderr = &eb
-	cmd.Env = append(os.Environ(), fault.EnvVar+"="+spec)
+	cmd.Env = append(append(os.Environ(), h.env...), fault.EnvVar+"="+spec.point)
+	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var timer *time.Timer
-	if killAfter > 0 {
-		timer = time.AfterFunc(killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	if spec.killAfter > 0 {
+		timer = time.AfterFunc(spec.killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	}
+	var wg sync.WaitGroup
+	ctx, exited := context.WithCancel(context.Background())
+	defer exited()
+	if spec.during != nil {
+		wg.Go(func() { spec.during(ctx, cmd.Process.Pid, &eb) })
 	}
 	watchdog := time.AfterFunc(limit, func() { _ = cmd.Process.Signal(syscall.SIGQUIT) })
 	err := cmd.Wait()
+	took := time.Since(began)
+	exited()
 	watchdog.Stop()
 	if timer != nil {
 		timer.Stop()
 	}
+	wg.Wait()
 	if err == nil {
-		return false, eb.String()
+		return runResult{stderr: eb.String(), took: took}
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return true, eb.String()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			switch ws.Signal() {
+			case syscall.SIGKILL:
+				return runResult{killed: true, stderr: eb.String(), took: took}
+			case syscall.SIGQUIT:
+				t.Fatalf("%s hung for %s (the watchdog's SIGQUIT ended it):\n%s", h.prog, limit, eb.String())
+			}
 		}
 	}
-	t.Fatalf("%s (fault %q): %v\n%s", h.prog, spec, err, eb.String())
-	return false, ""
+	return runResult{err: err, stderr: eb.String(), took: took}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func (h *harness) sentCount() int {
@@ -279,7 +364,7 @@ func (h *harness) keepProducing(n int, every time.Duration) (stop func()) {
 func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
 	t := h.t
 	t.Helper()
-	cp, err := storage.OpenLocal(h.checkpoint(), storage.LocalOptions{})
+	cp, err := openLocation(ctx, h.checkpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +375,7 @@ func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
 	case sinkKafka:
 		cfg.Output = audit.KafkaOutput([]string{h.broker}, "settlements")
 	case sinkLake:
-		table, err := storage.OpenLocal(h.lake(), storage.LocalOptions{})
+		table, err := openLocation(ctx, h.lake())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,6 +416,11 @@ func (h *harness) auditCLI(s sinkKind) (int, string) {
 	}
 	t.Fatalf("onceflow audit: %v", err)
 	return 0, ""
+}
+
+// openLocation opens a directory or an s3:// location.
+func openLocation(ctx context.Context, loc string) (storage.Store, error) {
+	return storage.Open(ctx, loc, map[string]storage.Opener{"s3": s3store.Open})
 }
 
 func withParam(u, p string) string {

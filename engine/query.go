@@ -164,7 +164,14 @@ func (q *Query) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer r.ex.release()
-	defer r.wg.Wait()
+	defer func() {
+		// A background snapshot may fail after the loop's last look at
+		// maintErr (an available-now pass that found no more input).
+		r.wg.Wait()
+		if p := r.maintErr.Load(); p != nil && !errors.Is(err, *p) {
+			err = errors.Join(err, *p)
+		}
+	}()
 	return r.main(ctx)
 }
 

@@ -1,0 +1,72 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/internal/testenv"
+	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/source/kafka"
+	"github.com/onceflow/onceflow/storage"
+	"github.com/onceflow/onceflow/storage/faultstore"
+)
+
+// runSettlement runs the settlement query in process on cp until the
+// input is done, with opts after the defaults.
+func runSettlement(t *testing.T, cp storage.Store, brokers []string, sink engine.Sink, opts ...engine.Option) error {
+	t.Helper()
+	src, err := kafka.New(kafka.Brokers(brokers...), kafka.Topics("payments"), kafka.ValueJSON(paymentSchema), kafka.MaxOffsetsPerTrigger(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	all := append([]engine.Option{engine.WithCheckpoint(cp), engine.WithTrigger(engine.AvailableNow()), engine.WithOutputMode(engine.Update),
+		engine.WithStatePartitions(2), engine.WithSink(sink)}, opts...)
+	q, err := engine.NewQuery(settlementStream(src), all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	return q.Run(ctx)
+}
+
+// TestSnapshotFailureIsReported fails every state snapshot write. The
+// background snapshot of the last batch fails after the driver found no
+// more input; Run must still report it.
+//
+// Regression: the error of the snapshot written after the last batch of
+// an available-now run was stored for the next loop turn, which never
+// came, and Run returned nil; now Run returns it.
+func TestSnapshotFailureIsReported(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"payments": 2})
+	producePayments(t, c, rand.New(rand.NewPCG(9, 9)), 0, 50) // one batch: its snapshot is the last
+	// Slow at the store, then EIO at the file system: the write fails
+	// after the driver has planned, found nothing, and left its loop.
+	cfg, err := faultstore.Parse("op=put path=state/**/*.snapshot times=1000 fault=slow delay=300ms; op=fs.write path=state/**/*.snapshot times=1000 fault=eio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := faultstore.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := faultstore.OpenLocal(t.TempDir(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	// A snapshot is due at every version past the first (K=1).
+	err = runSettlement(t, cp, c.Addrs(), memsink.New("snapshots"), engine.WithSnapshotEvery(1))
+	if in.Injected() == 0 {
+		t.Fatal("no snapshot write was attempted")
+	}
+	if !errors.Is(err, syscall.EIO) || !errors.Is(err, faultstore.ErrInjected) { // the slow one is no error
+		t.Fatalf("Run = %v after %d failed snapshot writes (%v), want the injected EIO", err, in.Injected(), in.Events())
+	}
+}

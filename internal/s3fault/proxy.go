@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -160,7 +161,8 @@ func Start(target string, seed uint64) (*Proxy, error) {
 			r.Out.URL.Scheme, r.Out.URL.Host = u.Scheme, u.Host
 		},
 		Transport: p.tr,
-		ErrorLog:  nil,
+		// A client that gave up on a stalled request is no news.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	p.mu.seen = map[string]int{}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 30 * time.Second}

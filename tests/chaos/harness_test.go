@@ -90,6 +90,13 @@ func buildOnceflow(dir string) (string, error) {
 // startBroker runs `onceflow kafka` as its own process.
 func startBroker(t *testing.T, onceflow string, topics string) string {
 	t.Helper()
+	_, addr := startBrokerCmd(t, onceflow, topics)
+	return addr
+}
+
+// startBrokerCmd is startBroker returning the process too.
+func startBrokerCmd(t *testing.T, onceflow string, topics string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(onceflow, "kafka", "-port", "0", "-topics", topics)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -106,7 +113,7 @@ func startBroker(t *testing.T, onceflow string, topics string) string {
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 	i := strings.LastIndex(line, " ")
-	return strings.TrimSpace(line[i+1:])
+	return cmd, strings.TrimSpace(line[i+1:])
 }
 
 // sinkKind names the four outputs.
@@ -362,11 +369,19 @@ func (h *harness) keepProducing(n int, every time.Duration) (stop func()) {
 
 // audit reconciles one sink with the payments topic through the API.
 func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
-	t := h.t
-	t.Helper()
+	h.t.Helper()
+	rep, err := h.tryAudit(ctx, s)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rep
+}
+
+// tryAudit is audit returning its error; safe to call from any goroutine.
+func (h *harness) tryAudit(ctx context.Context, s sinkKind) (*audit.Report, error) {
 	cp, err := openLocation(ctx, h.checkpoint())
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer cp.Close()
 	cfg := audit.Config{Checkpoint: cp, Input: audit.KafkaInput([]string{h.broker}, "payments"),
@@ -377,7 +392,7 @@ func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
 	case sinkLake:
 		table, err := openLocation(ctx, h.lake())
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		defer table.Close()
 		cfg.Output = audit.LakeOutput(table)
@@ -388,9 +403,29 @@ func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
 	}
 	rep, err := audit.Run(ctx, cfg)
 	if err != nil {
-		t.Fatalf("audit %s: %v", s, err)
+		return nil, fmt.Errorf("audit %s: %w", s, err)
 	}
-	return rep
+	return rep, nil
+}
+
+// auditAll audits every sink, side by side.
+func (h *harness) auditAll(ctx context.Context) map[sinkKind]*audit.Report {
+	h.t.Helper()
+	reps := make([]*audit.Report, len(h.sinks))
+	errs := make([]error, len(h.sinks))
+	var wg sync.WaitGroup
+	for i, s := range h.sinks {
+		wg.Go(func() { reps[i], errs[i] = h.tryAudit(ctx, s) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[sinkKind]*audit.Report{}
+	for i, s := range h.sinks {
+		out[s] = reps[i]
+	}
+	return out
 }
 
 // auditCLI runs `onceflow audit` on one sink and returns its exit code

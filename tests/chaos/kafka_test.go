@@ -14,11 +14,27 @@ import (
 	"github.com/onceflow/onceflow/internal/testenv"
 )
 
+// kafkaFault is one armed broker fault: requests of key that match get
+// code in their response, or, with code nil, their connection closed.
+type kafkaFault struct {
+	key   kmsg.Key
+	match func(kmsg.Request) bool
+	code  *kerr.Error
+}
+
+func (f kafkaFault) String() string {
+	if f.code == nil {
+		return f.key.Name() + " dropped"
+	}
+	return f.key.Name() + " " + f.code.Message
+}
+
 // TestKafkaFaults runs the four-sink program against a broker living in
 // the test process (kfake), which fails the program's Produce (the
 // transactional sink's), EndTxn and Fetch (the source's) requests through
-// ControlKey: with a retriable error code, with a fatal one, and by
-// dropping the connection. The program either rides through (the client
+// ControlKey: with retriable error codes and dropped connections (all
+// three request kinds armed in one run), and with a fatal code (one run
+// per request kind). The program either rides through (the client
 // retries) or stops with an error naming the broker's error; after the
 // fault clears, a restart finishes and every sink reconciles.
 func TestKafkaFaults(t *testing.T) {
@@ -31,60 +47,81 @@ func TestKafkaFaults(t *testing.T) {
 	fake := c.Fake()
 	all := func(kmsg.Request) bool { return true }
 	cases := []struct {
-		key   kmsg.Key
-		match func(kmsg.Request) bool
-		codes []*kerr.Error // retriable, fatal; nil drops the connection
+		kind   string
+		faults []kafkaFault
 	}{
-		{kmsg.Produce, transactional, []*kerr.Error{kerr.NotLeaderForPartition, kerr.InvalidRecord, nil}},
-		{kmsg.EndTxn, all, []*kerr.Error{kerr.CoordinatorNotAvailable, kerr.InvalidTxnState, nil}},
-		{kmsg.Fetch, all, []*kerr.Error{kerr.NotLeaderForPartition, kerr.UnknownServerError, nil}},
+		{"Kafka retriable errors at Produce, EndTxn, Fetch", []kafkaFault{
+			{kmsg.Produce, transactional, kerr.NotLeaderForPartition},
+			{kmsg.EndTxn, all, kerr.CoordinatorNotAvailable},
+			{kmsg.Fetch, all, kerr.NotLeaderForPartition},
+		}},
+		{"Kafka connections dropped at Produce, EndTxn, Fetch", []kafkaFault{
+			{kmsg.Produce, transactional, nil},
+			{kmsg.EndTxn, all, nil},
+			{kmsg.Fetch, all, nil},
+		}},
+		{"Kafka fatal error at Produce (INVALID_RECORD)", []kafkaFault{{kmsg.Produce, transactional, kerr.InvalidRecord}}},
+		{"Kafka fatal error at EndTxn (INVALID_TXN_STATE)", []kafkaFault{{kmsg.EndTxn, all, kerr.InvalidTxnState}}},
+		{"Kafka fatal error at Fetch (UNKNOWN_SERVER_ERROR)", []kafkaFault{{kmsg.Fetch, all, kerr.UnknownServerError}}},
 	}
 	for _, tc := range cases {
-		for _, code := range tc.codes {
-			what := "connection dropped"
-			if code != nil {
-				what = code.Message
-			}
-			kind := fmt.Sprintf("Kafka %s: %s", tc.key.Name(), what)
-			row := table.row(kind, h.sinks)
-			var armed atomic.Bool
-			var seen, injected atomic.Int64
+		row := table.row(tc.kind, h.sinks)
+		var armed atomic.Bool
+		injected := make([]atomic.Int64, len(tc.faults))
+		for i, f := range tc.faults {
+			var seen atomic.Int64
 			skip, times := int64(1+h.rng.IntN(4)), int64(1+h.rng.IntN(2))
-			fake.ControlKey(tc.key.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			fake.ControlKey(f.key.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 				fake.KeepControl()
-				if !armed.Load() || !tc.match(req) || seen.Add(1) <= skip || injected.Load() >= times {
+				if !armed.Load() || !f.match(req) || seen.Add(1) <= skip || injected[i].Load() >= times {
 					return nil, nil, false
 				}
-				injected.Add(1)
-				if code == nil {
+				injected[i].Add(1)
+				if f.code == nil {
 					return nil, errors.New("chaos: drop the connection"), true
 				}
-				return testenv.KafkaFailResponse(req, code.Code), nil, true
+				return testenv.KafkaFailResponse(req, f.code.Code), nil, true
 			})
-			h.produce(cl, 150+h.rng.IntN(150))
-			armed.Store(true)
-			r := h.start(runSpec{})
-			armed.Store(false)
-			row.runs++
-			row.injected += int(injected.Load())
-			switch {
-			case r.killed:
-				t.Fatalf("%s: killed without a kill:\n%s", kind, r.stderr)
-			case r.err == nil:
-				row.rode++
-				t.Logf("%s: %d faults, rode through in %s", kind, injected.Load(), r.took.Round(time.Millisecond))
-			default:
-				row.stopped++
-				msg := lastError(r.stderr)
-				if code != nil && !strings.Contains(strings.ToLower(msg), strings.ToLower(what)) {
-					t.Errorf("%s: the run stopped with an error that does not name the broker's error: %s", kind, msg)
+		}
+		h.produce(cl, 150+h.rng.IntN(150))
+		armed.Store(true)
+		r := h.start(runSpec{})
+		armed.Store(false)
+		var n int64
+		var got []string
+		for i, f := range tc.faults {
+			n += injected[i].Load()
+			got = append(got, fmt.Sprintf("%s ×%d", f, injected[i].Load()))
+		}
+		row.runs++
+		row.injected += int(n)
+		switch {
+		case r.killed:
+			t.Fatalf("%s: killed without a kill:\n%s", tc.kind, r.stderr)
+		case r.err == nil:
+			row.rode++
+			t.Logf("%s (%s): rode through in %s", tc.kind, strings.Join(got, ", "), r.took.Round(time.Millisecond))
+		default:
+			row.stopped++
+			msg := lastError(r.stderr)
+			named := false
+			for _, f := range tc.faults {
+				want := []string{"eof", "connection", "broken pipe", "closed"} // a dropped connection
+				if f.code != nil {
+					want = []string{strings.ToLower(f.code.Message)}
 				}
-				t.Logf("%s: %d faults, stopped after %s: %s", kind, injected.Load(), r.took.Round(time.Millisecond), msg)
-				if r := h.start(runSpec{}); r.err != nil || r.killed {
-					t.Fatalf("%s: the restart without faults did not finish: %v\n%s", kind, r.err, r.stderr)
+				for _, w := range want {
+					named = named || strings.Contains(strings.ToLower(msg), w)
 				}
 			}
-			row.settle(h)
+			if !named {
+				t.Errorf("%s: the run stopped with an error that does not name the broker's error: %s", tc.kind, msg)
+			}
+			t.Logf("%s (%s): stopped after %s: %s", tc.kind, strings.Join(got, ", "), r.took.Round(time.Millisecond), msg)
+			if r := h.start(runSpec{}); r.err != nil || r.killed {
+				t.Fatalf("%s: the restart without faults did not finish: %v\n%s", tc.kind, r.err, r.stderr)
+			}
 		}
+		row.settle(h)
 	}
 }

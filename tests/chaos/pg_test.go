@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -18,6 +19,8 @@ import (
 	"github.com/onceflow/onceflow/internal/pgfault"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
+
+var pgRestarts = flag.Int("chaos.pg-restarts", 1, "TestPGRestart: runs, each with one server restart in the middle of a batch")
 
 // The cluster TestPGRestart creates, restarts and stops: its own, so the
 // restarts disturb no other test using the shared server.
@@ -101,9 +104,9 @@ func TestPGRestart(t *testing.T) {
 	h := newHarness(t, onceflow, prog, broker, 51, sinkKafka, sinkLake, sinkPG, sinkLines)
 	h.extra = []string{"-max-offsets-per-trigger", "60"}
 	cl := h.client()
-	table := newFaultTable(t, "go test -race ./tests/chaos/ -run TestPGRestart")
+	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestPGRestart -chaos.pg-restarts=%d", *pgRestarts))
 	row := table.row("PostgreSQL restarted mid-batch", h.sinks)
-	for range 2 {
+	for range *pgRestarts {
 		h.produce(cl, 400+h.rng.IntN(200))
 		wait := 1 + h.rng.IntN(4) // committed batches before the restart
 		pause := h.rng.IntN(150)  // ms into the next batch
@@ -141,6 +144,9 @@ func TestPGRestart(t *testing.T) {
 				t.Errorf("the error shows the database password")
 			}
 			t.Logf("restart after batch %d + %dms: stopped after %s: %s", wait, pause, r.took.Round(time.Millisecond), msg)
+		}
+		if r.err == nil {
+			continue
 		}
 		if r := h.start(runSpec{}); r.err != nil || r.killed {
 			t.Fatalf("the restart of the program did not finish: %v\n%s", r.err, r.stderr)

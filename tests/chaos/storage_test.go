@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-var storageRounds = flag.Int("chaos.storage-rounds", 1, "TestStorageFaults: rounds per fault kind (each a run with faults armed on the checkpoint and the lake, then a clean restart)")
+var storageRounds = flag.Int("chaos.storage-rounds", 1, "TestStorageFaults: rounds per fault kind (each a run with faults armed on the checkpoint and the lake, then a clean restart if it stopped)")
 
 // storageFault is one kind of storage fault: the faultstore specs armed on
 // the checkpoint and on the file sink's table in the same run. In a spec,
@@ -75,6 +75,9 @@ func TestStorageFaults(t *testing.T) {
 					t.Errorf("%s: the run stopped with an error that does not name the injected fault: %s", what, msg)
 				}
 				t.Logf("%s: stopped after %s: %s", what, r.took.Round(time.Millisecond), msg)
+			}
+			if r.err == nil {
+				continue
 			}
 			// The fault clears: a restart finishes.
 			r = h.start(runSpec{})

@@ -82,6 +82,7 @@ func walTimestamps(t *testing.T, h *harness) (planned map[int64]int64, recovered
 // batch keeps the timestamp its plan recorded, the schedule keeps firing,
 // and every sink reconciles with the input.
 func TestClockJumps(t *testing.T) {
+	t.Parallel() // its own broker, checkpoint and outputs; see doc.go
 	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
 	h := newHarness(t, onceflow, prog, broker, 81, sinkKafka, sinkLake, sinkPG, sinkLines)

@@ -33,7 +33,11 @@
 //     20 s, RSS, checkpoint size and batch p99 of the first window against
 //     the last.
 //
-// -chaos.table=FILE appends the fault tables as markdown rows. The programs
+// These fault tests (but TestPGRestart, which sets the environment) run in
+// parallel with each other, -parallel at a time (GOMAXPROCS by default):
+// each has its own broker, checkpoint, bucket and schema, and much of
+// their time is waiting (stalls, client backoff). -chaos.table=FILE
+// appends the fault tables as markdown rows. The programs
 // are built with -tags onceflow_faults (internal/fault's points).
 //
 // The PostgreSQL sink takes part when ONCEFLOW_TEST_PG_URL is set (see

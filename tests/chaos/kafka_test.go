@@ -38,6 +38,7 @@ func (f kafkaFault) String() string {
 // retries) or stops with an error naming the broker's error; after the
 // fault clears, a restart finishes and every sink reconciles.
 func TestKafkaFaults(t *testing.T) {
+	t.Parallel() // its own broker, checkpoint and outputs; see doc.go
 	c := testenv.Kafka(t, map[string]int32{"payments": 4, "settlements": 4})
 	onceflow, prog := programs(t)
 	h := newHarness(t, onceflow, prog, c.Addrs()[0], 71, sinkKafka, sinkLake, sinkPG, sinkLines)

@@ -161,6 +161,7 @@ func TestPGRestart(t *testing.T) {
 // cannot know that the batch committed; its retry must find the progress
 // row at the batch and skip it, so nothing is applied twice.
 func TestPGLostCommit(t *testing.T) {
+	t.Parallel() // its own broker, checkpoint and outputs; see doc.go
 	if os.Getenv(testenv.PGEnvVar) == "" {
 		testenv.SkipMissing(t, "TestPGLostCommit needs PostgreSQL: run scripts/pg-setup.sh as root and export "+testenv.PGEnvVar+" as it prints")
 	}

@@ -26,6 +26,7 @@ var s3Stops = flag.Bool("chaos.s3-stops", false, "TestS3Faults: also run, for ev
 // response only; -chaos.s3-stops for every kind). Then the fault clears, a
 // restart finishes, and every sink reconciles with the input.
 func TestS3Faults(t *testing.T) {
+	t.Parallel() // its own broker, checkpoint and outputs; see doc.go
 	loc := testenv.S3Bucket(t)
 	proxy, err := s3fault.Start(os.Getenv(testenv.S3EnvVar), 41)
 	if err != nil {

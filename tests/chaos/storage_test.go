@@ -39,6 +39,7 @@ var storageFaults = []storageFault{
 // the fault clears, a restart finishes, and every sink reconciles with
 // the input.
 func TestStorageFaults(t *testing.T) {
+	t.Parallel() // its own broker, checkpoint and outputs; see doc.go
 	onceflow, prog := programs(t)
 	broker := startBroker(t, onceflow, "payments:4,settlements:4")
 	h := newHarness(t, onceflow, prog, broker, 31, sinkKafka, sinkLake, sinkPG, sinkLines)

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"strings"
 	"syscall"
@@ -88,7 +87,7 @@ func TestClockJumps(t *testing.T) {
 	h := newHarness(t, onceflow, prog, broker, 81, sinkKafka, sinkLake, sinkPG, sinkLines)
 	h.extra = []string{"-max-offsets-per-trigger", "40", "-retain", "100"}
 	cl := h.client()
-	table := newFaultTable(t, "go test -race ./tests/chaos/ -run TestClockJumps")
+	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestClockJumps -chaos.rounds=%d", *chaosRounds))
 	cases := []struct {
 		kind    string
 		trigger string
@@ -100,7 +99,7 @@ func TestClockJumps(t *testing.T) {
 	}
 	for i, c := range cases {
 		row := table.row(c.kind, h.sinks)
-		for round := range *clockRounds {
+		for round := range *chaosRounds {
 			h.produce(cl, 150+h.rng.IntN(100))
 			spec := fmt.Sprintf("seed=%d every=%d max=2h", 10*i+round+1, 2+h.rng.IntN(3))
 			run := runSpec{args: []string{"-trigger", c.trigger, "-clock-jumps", spec}}
@@ -162,8 +161,6 @@ func TestClockJumps(t *testing.T) {
 	}
 	t.Logf("%d plans, %d with a timestamp older than the batch before; %d recovered batches, each with its plan's timestamp", len(planned), back, len(recovered))
 }
-
-var clockRounds = flag.Int("chaos.clock-rounds", 1, "TestClockJumps: runs per trigger")
 
 func fmtMillisUTC(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")

@@ -14,21 +14,20 @@
 //
 //   - TestStorageFaults: ENOSPC, EIO, torn writes, failed fsyncs and slow
 //     calls in the checkpoint store and the file sink's table store
-//     (storage/faultstore, chaosprog -checkpoint-faults/-lake-faults);
-//     -chaos.storage-rounds=N for more.
+//     (storage/faultstore, chaosprog -checkpoint-faults/-lake-faults).
 //   - TestS3Faults: checkpoint and table on S3 behind internal/s3fault:
 //     500, 503 SlowDown, resets mid-body, a 10 s stall, a PUT whose answer
 //     is lost; -chaos.s3-stops adds a run per kind that outlasts the SDK's
 //     retries. Needs ONCEFLOW_TEST_S3_ENDPOINT.
 //   - TestPGRestart: pg_ctlcluster restart of a cluster of the test's own
 //     (15/onceflow-chaos) in the middle of a batch; needs root and the
-//     Debian PostgreSQL tools; -chaos.pg-restarts=N.
+//     Debian PostgreSQL tools.
 //   - TestPGLostCommit: internal/pgfault forwards COMMIT and loses its
 //     answer.
 //   - TestKafkaFaults: kfake in the test process fails Produce, EndTxn and
 //     Fetch with retriable and fatal codes and dropped connections.
 //   - TestClockJumps: the engine's clock jumps ±2 h under available-now,
-//     processing-time and scheduled triggers; -chaos.clock-rounds=N.
+//     processing-time and scheduled triggers.
 //   - TestSoak (-chaos.soak=30m): 10k payments/s, a SIGKILL about every
 //     20 s, RSS, checkpoint size and batch p99 of the first window against
 //     the last.

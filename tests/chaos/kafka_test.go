@@ -44,7 +44,7 @@ func TestKafkaFaults(t *testing.T) {
 	h := newHarness(t, onceflow, prog, c.Addrs()[0], 71, sinkKafka, sinkLake, sinkPG, sinkLines)
 	h.extra = []string{"-max-offsets-per-trigger", "60"}
 	cl := h.client()
-	table := newFaultTable(t, "go test -race ./tests/chaos/ -run TestKafkaFaults")
+	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestKafkaFaults -chaos.rounds=%d", *chaosRounds))
 	fake := c.Fake()
 	all := func(kmsg.Request) bool { return true }
 	cases := []struct {
@@ -67,60 +67,62 @@ func TestKafkaFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		row := table.row(tc.kind, h.sinks)
-		var armed atomic.Bool
-		injected := make([]atomic.Int64, len(tc.faults))
-		for i, f := range tc.faults {
-			var seen atomic.Int64
-			skip, times := int64(1+h.rng.IntN(4)), int64(1+h.rng.IntN(2))
-			fake.ControlKey(f.key.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-				fake.KeepControl()
-				if !armed.Load() || !f.match(req) || seen.Add(1) <= skip || injected[i].Load() >= times {
-					return nil, nil, false
-				}
-				injected[i].Add(1)
-				if f.code == nil {
-					return nil, errors.New("chaos: drop the connection"), true
-				}
-				return testenv.KafkaFailResponse(req, f.code.Code), nil, true
-			})
-		}
-		h.produce(cl, 150+h.rng.IntN(150))
-		armed.Store(true)
-		r := h.start(runSpec{})
-		armed.Store(false)
-		var n int64
-		var got []string
-		for i, f := range tc.faults {
-			n += injected[i].Load()
-			got = append(got, fmt.Sprintf("%s ×%d", f, injected[i].Load()))
-		}
-		row.runs++
-		row.injected += int(n)
-		switch {
-		case r.killed:
-			t.Fatalf("%s: killed without a kill:\n%s", tc.kind, r.stderr)
-		case r.err == nil:
-			row.rode++
-			t.Logf("%s (%s): rode through in %s", tc.kind, strings.Join(got, ", "), r.took.Round(time.Millisecond))
-		default:
-			row.stopped++
-			msg := lastError(r.stderr)
-			named := false
-			for _, f := range tc.faults {
-				want := []string{"eof", "connection", "broken pipe", "closed"} // a dropped connection
-				if f.code != nil {
-					want = []string{strings.ToLower(f.code.Message)}
-				}
-				for _, w := range want {
-					named = named || strings.Contains(strings.ToLower(msg), w)
-				}
+		for range *chaosRounds {
+			var armed atomic.Bool
+			injected := make([]atomic.Int64, len(tc.faults))
+			for i, f := range tc.faults {
+				var seen atomic.Int64
+				skip, times := int64(1+h.rng.IntN(4)), int64(1+h.rng.IntN(2))
+				fake.ControlKey(f.key.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+					fake.KeepControl()
+					if !armed.Load() || !f.match(req) || seen.Add(1) <= skip || injected[i].Load() >= times {
+						return nil, nil, false
+					}
+					injected[i].Add(1)
+					if f.code == nil {
+						return nil, errors.New("chaos: drop the connection"), true
+					}
+					return testenv.KafkaFailResponse(req, f.code.Code), nil, true
+				})
 			}
-			if !named {
-				t.Errorf("%s: the run stopped with an error that does not name the broker's error: %s", tc.kind, msg)
+			h.produce(cl, 150+h.rng.IntN(150))
+			armed.Store(true)
+			r := h.start(runSpec{})
+			armed.Store(false)
+			var n int64
+			var got []string
+			for i, f := range tc.faults {
+				n += injected[i].Load()
+				got = append(got, fmt.Sprintf("%s ×%d", f, injected[i].Load()))
 			}
-			t.Logf("%s (%s): stopped after %s: %s", tc.kind, strings.Join(got, ", "), r.took.Round(time.Millisecond), msg)
-			if r := h.start(runSpec{}); r.err != nil || r.killed {
-				t.Fatalf("%s: the restart without faults did not finish: %v\n%s", tc.kind, r.err, r.stderr)
+			row.runs++
+			row.injected += int(n)
+			switch {
+			case r.killed:
+				t.Fatalf("%s: killed without a kill:\n%s", tc.kind, r.stderr)
+			case r.err == nil:
+				row.rode++
+				t.Logf("%s (%s): rode through in %s", tc.kind, strings.Join(got, ", "), r.took.Round(time.Millisecond))
+			default:
+				row.stopped++
+				msg := lastError(r.stderr)
+				named := false
+				for _, f := range tc.faults {
+					want := []string{"eof", "connection", "broken pipe", "closed"} // a dropped connection
+					if f.code != nil {
+						want = []string{strings.ToLower(f.code.Message)}
+					}
+					for _, w := range want {
+						named = named || strings.Contains(strings.ToLower(msg), w)
+					}
+				}
+				if !named {
+					t.Errorf("%s: the run stopped with an error that does not name the broker's error: %s", tc.kind, msg)
+				}
+				t.Logf("%s (%s): stopped after %s: %s", tc.kind, strings.Join(got, ", "), r.took.Round(time.Millisecond), msg)
+				if r := h.start(runSpec{}); r.err != nil || r.killed {
+					t.Fatalf("%s: the restart without faults did not finish: %v\n%s", tc.kind, r.err, r.stderr)
+				}
 			}
 		}
 		row.settle(h)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -19,8 +18,6 @@ import (
 	"github.com/onceflow/onceflow/internal/pgfault"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
-
-var pgRestarts = flag.Int("chaos.pg-restarts", 1, "TestPGRestart: runs, each with one server restart in the middle of a batch")
 
 // The cluster TestPGRestart creates, restarts and stops: its own, so the
 // restarts disturb no other test using the shared server.
@@ -104,9 +101,9 @@ func TestPGRestart(t *testing.T) {
 	h := newHarness(t, onceflow, prog, broker, 51, sinkKafka, sinkLake, sinkPG, sinkLines)
 	h.extra = []string{"-max-offsets-per-trigger", "60"}
 	cl := h.client()
-	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestPGRestart -chaos.pg-restarts=%d", *pgRestarts))
+	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestPGRestart -chaos.rounds=%d", *chaosRounds))
 	row := table.row("PostgreSQL restarted mid-batch", h.sinks)
-	for range *pgRestarts {
+	for range *chaosRounds {
 		h.produce(cl, 400+h.rng.IntN(200))
 		wait := 1 + h.rng.IntN(4) // committed batches before the restart
 		pause := h.rng.IntN(150)  // ms into the next batch
@@ -181,9 +178,9 @@ func TestPGLostCommit(t *testing.T) {
 	u.Host = proxy.Addr()
 	h.pgURL = u.String() // the program (and onceflow audit) go through the proxy; the audit's pool does not
 	cl := h.client()
-	table := newFaultTable(t, "go test -race ./tests/chaos/ -run TestPGLostCommit")
+	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestPGLostCommit -chaos.rounds=%d", *chaosRounds))
 	row := table.row("PostgreSQL COMMIT answer lost", h.sinks)
-	for range 2 {
+	for range 2 * *chaosRounds {
 		h.produce(cl, 300+h.rng.IntN(200))
 		before := proxy.Lost()
 		proxy.LoseCommits(1+h.rng.IntN(3), 1+h.rng.IntN(3))

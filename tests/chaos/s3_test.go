@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestS3Faults(t *testing.T) {
 	h.lakeLoc = "s3://" + loc.Bucket + "/lake?" + q
 	h.env = loc.Env
 	cl := h.client()
-	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestS3Faults -chaos.s3-stops=%v", *s3Stops))
+	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestS3Faults -chaos.rounds=%d -chaos.s3-stops=%v", *chaosRounds, *s3Stops))
 
 	// Each kind's first run has the faults the SDK's three attempts
 	// mostly ride through (a request that draws the fault on every
@@ -83,8 +84,8 @@ func TestS3Faults(t *testing.T) {
 	}
 	for _, c := range cases {
 		row := table.row(c.kind, h.sinks)
-		for i, rules := range c.runs {
-			if i > 0 && !*s3Stops && !strings.Contains(c.kind, "response lost") {
+		for i, rules := range slices.Repeat(c.runs, *chaosRounds) {
+			if i%len(c.runs) > 0 && !*s3Stops && !strings.Contains(c.kind, "response lost") {
 				continue
 			}
 			h.produce(cl, 120+h.rng.IntN(120))

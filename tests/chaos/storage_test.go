@@ -1,14 +1,11 @@
 package chaos
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 )
-
-var storageRounds = flag.Int("chaos.storage-rounds", 1, "TestStorageFaults: rounds per fault kind (each a run with faults armed on the checkpoint and the lake, then a clean restart if it stopped)")
 
 // storageFault is one kind of storage fault: the faultstore specs armed on
 // the checkpoint and on the file sink's table in the same run. In a spec,
@@ -45,11 +42,11 @@ func TestStorageFaults(t *testing.T) {
 	h := newHarness(t, onceflow, prog, broker, 31, sinkKafka, sinkLake, sinkPG, sinkLines)
 	h.extra = []string{"-max-offsets-per-trigger", "60"}
 	cl := h.client()
-	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestStorageFaults -chaos.storage-rounds=%d", *storageRounds))
+	table := newFaultTable(t, fmt.Sprintf("go test -race ./tests/chaos/ -run TestStorageFaults -chaos.rounds=%d", *chaosRounds))
 	seed := 0
 	for _, f := range storageFaults {
 		row := table.row(f.kind, h.sinks)
-		for range *storageRounds {
+		for range *chaosRounds {
 			seed++
 			fill := func(spec string) string {
 				return strings.NewReplacer("{seed}", fmt.Sprint(seed), "{n}", fmt.Sprint(1+h.rng.IntN(40))).Replace(spec)

@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// chaosRounds repeats every fault kind of the fault tests.
+var chaosRounds = flag.Int("chaos.rounds", 1, "fault tests (TestStorageFaults, TestS3Faults, TestPGRestart, TestPGLostCommit, TestKafkaFaults, TestClockJumps): rounds of each fault kind")
+
 var chaosTable = flag.String("chaos.table", "", "append each fault test's table to this file: markdown rows of fault kind, runs, faults, rode through, stopped, and the differences of the kafka, lake, postgres and foreachBatch sinks")
 
 // faultRow is one fault kind's line per sink in the fault table: how many

@@ -35,9 +35,10 @@
 // These fault tests (but TestPGRestart, which sets the environment) run in
 // parallel with each other, -parallel at a time (GOMAXPROCS by default):
 // each has its own broker, checkpoint, bucket and schema, and much of
-// their time is waiting (stalls, client backoff). -chaos.table=FILE
-// appends the fault tables as markdown rows. The programs
-// are built with -tags onceflow_faults (internal/fault's points).
+// their time is waiting (stalls, client backoff). -chaos.rounds=N repeats
+// every fault kind N times (default 1); -chaos.table=FILE appends the
+// fault tables as markdown rows. The programs are built with
+// -tags onceflow_faults (internal/fault's points).
 //
 // The PostgreSQL sink takes part when ONCEFLOW_TEST_PG_URL is set (see
 // scripts/pg-setup.sh); without it the harness runs the other three sinks

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"path"
 	"path/filepath"
 	"strings"
 )
@@ -73,20 +74,26 @@ func (p *prefixed) URL() string {
 
 func (p *prefixed) Close() error { return nil }
 
-// LocalDir returns the directory a store lives in when it is a Local store
-// or a Sub view of one, and false for any other store. Tools use it for
-// things only a local directory has, such as a driver's lock file.
+// LocalDir returns the directory a store lives in when it is a Local store,
+// a Sub view of one, or a wrapper that keeps its names as they are and
+// says what it wraps with an Unwrap() Store method (fault injection,
+// instrumentation); false for any other store. Tools use it for things only
+// a local directory has, such as a driver's lock file.
 func LocalDir(s Store) (string, bool) {
-	prefix := ""
-	if p, ok := s.(*prefixed); ok {
-		s, prefix = p.base, strings.TrimSuffix(p.prefix, "/")
+	var prefix string
+	for {
+		switch v := s.(type) {
+		case *Local:
+			if prefix == "" {
+				return v.Root(), true
+			}
+			return filepath.Join(v.Root(), filepath.FromSlash(prefix)), true
+		case *prefixed:
+			s, prefix = v.base, path.Join(strings.TrimSuffix(v.prefix, "/"), prefix)
+		case interface{ Unwrap() Store }:
+			s = v.Unwrap()
+		default:
+			return "", false
+		}
 	}
-	l, ok := s.(*Local)
-	if !ok {
-		return "", false
-	}
-	if prefix == "" {
-		return l.Root(), true
-	}
-	return filepath.Join(l.Root(), filepath.FromSlash(prefix)), true
 }

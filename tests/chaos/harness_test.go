@@ -27,6 +27,7 @@ import (
 	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/testenv"
 	"github.com/onceflow/onceflow/storage"
+	"github.com/onceflow/onceflow/storage/s3store"
 )
 
 // bins are the programs the tests run, built once by TestMain.
@@ -89,6 +90,13 @@ func buildOnceflow(dir string) (string, error) {
 // startBroker runs `onceflow dev kafka` as its own process.
 func startBroker(t *testing.T, onceflow string, topics string) string {
 	t.Helper()
+	_, addr := startBrokerCmd(t, onceflow, topics)
+	return addr
+}
+
+// startBrokerCmd is startBroker returning the process too.
+func startBrokerCmd(t *testing.T, onceflow string, topics string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(onceflow, "dev", "kafka", "-port", "0", "-topics", topics)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -105,7 +113,7 @@ func startBroker(t *testing.T, onceflow string, topics string) string {
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 	i := strings.LastIndex(line, " ")
-	return strings.TrimSpace(line[i+1:])
+	return cmd, strings.TrimSpace(line[i+1:])
 }
 
 // sinkKind names the four outputs.
@@ -130,6 +138,9 @@ type harness struct {
 	pool     *pgxpool.Pool
 	sinks    []sinkKind
 	extra    []string
+	cpLoc    string     // the checkpoint's location; a directory unless set
+	lakeLoc  string     // the file sink's table; a directory unless set
+	env      []string   // more environment for the program (S3 credentials)
 	rng      *rand.Rand // the test's choices; one goroutine
 
 	mu   sync.Mutex
@@ -159,9 +170,21 @@ func newHarness(t *testing.T, onceflow, prog, broker string, seed uint64, sinks 
 	return h
 }
 
-func (h *harness) checkpoint() string { return filepath.Join(h.dir, "checkpoint") }
-func (h *harness) lake() string       { return filepath.Join(h.dir, "lake") }
-func (h *harness) lines() string      { return filepath.Join(h.dir, "lines.jsonl") }
+func (h *harness) checkpoint() string {
+	if h.cpLoc != "" {
+		return h.cpLoc
+	}
+	return filepath.Join(h.dir, "checkpoint")
+}
+
+func (h *harness) lake() string {
+	if h.lakeLoc != "" {
+		return h.lakeLoc
+	}
+	return filepath.Join(h.dir, "lake")
+}
+
+func (h *harness) lines() string { return filepath.Join(h.dir, "lines.jsonl") }
 
 func (h *harness) args() []string {
 	a := []string{"-brokers", h.broker, "-checkpoint", h.checkpoint(), "-payments-topic", "payments"}
@@ -187,41 +210,109 @@ func (h *harness) run(spec string, killAfter time.Duration) (killed bool, stderr
 }
 
 // runFor is run with a watchdog: after limit the program gets SIGQUIT (a
-// goroutine dump) and the test fails.
+// goroutine dump) and the test fails. A program that exits with an error
+// fails the test too.
 func (h *harness) runFor(spec string, killAfter, limit time.Duration) (killed bool, stderr string) {
+	h.t.Helper()
+	r := h.start(runSpec{point: spec, killAfter: killAfter, limit: limit})
+	if r.err != nil {
+		h.t.Fatalf("%s (fault %q): %v\n%s", h.prog, spec, r.err, r.stderr)
+	}
+	return r.killed, r.stderr
+}
+
+// runSpec is one run of the program.
+type runSpec struct {
+	point     string        // internal/fault spec ("" for none)
+	killAfter time.Duration // SIGKILL after this long, if positive
+	limit     time.Duration // watchdog: SIGQUIT and fail the test after this long (0: 2 minutes)
+	args      []string      // more flags, for this run only
+	// during is called once the program started, on its own goroutine,
+	// with a context that ends when the program exits; the run waits for
+	// it to return.
+	during func(ctx context.Context, pid int, stderr *syncBuffer)
+}
+
+// runResult is how a run ended: killed by SIGKILL, exited 0 (neither
+// killed nor err), or exited with err (the program's message in stderr).
+type runResult struct {
+	killed bool
+	err    error
+	stderr string
+	took   time.Duration
+}
+
+// start runs the program once as spec says and waits for it.
+func (h *harness) start(spec runSpec) runResult {
 	t := h.t
 	t.Helper()
-	if spec != "" {
+	if spec.point != "" {
 		faulttest.Require(t)
 	}
-	cmd := exec.Command(h.prog, h.args()...)
-	var eb bytes.Buffer
+	limit := spec.limit
+	if limit == 0 {
+		limit = 2 * time.Minute
+	}
+	cmd := exec.Command(h.prog, append(h.args(), spec.args...)...)
+	var eb syncBuffer
 	cmd.Stderr = &eb
-	cmd.Env = append(os.Environ(), fault.EnvVar+"="+spec)
+	cmd.Env = append(append(os.Environ(), h.env...), fault.EnvVar+"="+spec.point)
+	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var timer *time.Timer
-	if killAfter > 0 {
-		timer = time.AfterFunc(killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	if spec.killAfter > 0 {
+		timer = time.AfterFunc(spec.killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	}
+	var wg sync.WaitGroup
+	ctx, exited := context.WithCancel(context.Background())
+	defer exited()
+	if spec.during != nil {
+		wg.Go(func() { spec.during(ctx, cmd.Process.Pid, &eb) })
 	}
 	watchdog := time.AfterFunc(limit, func() { _ = cmd.Process.Signal(syscall.SIGQUIT) })
 	err := cmd.Wait()
+	took := time.Since(began)
+	exited()
 	watchdog.Stop()
 	if timer != nil {
 		timer.Stop()
 	}
+	wg.Wait()
 	if err == nil {
-		return false, eb.String()
+		return runResult{stderr: eb.String(), took: took}
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return true, eb.String()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			switch ws.Signal() {
+			case syscall.SIGKILL:
+				return runResult{killed: true, stderr: eb.String(), took: took}
+			case syscall.SIGQUIT:
+				t.Fatalf("%s hung for %s (the watchdog's SIGQUIT ended it):\n%s", h.prog, limit, eb.String())
+			}
 		}
 	}
-	t.Fatalf("%s (fault %q): %v\n%s", h.prog, spec, err, eb.String())
-	return false, ""
+	return runResult{err: err, stderr: eb.String(), took: took}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func (h *harness) sentCount() int {
@@ -281,11 +372,19 @@ func (h *harness) keepProducing(n int, every time.Duration) (stop func()) {
 
 // audit reconciles one sink with the payments topic through the API.
 func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
-	t := h.t
-	t.Helper()
-	cp, err := storage.OpenLocal(h.checkpoint(), storage.LocalOptions{})
+	h.t.Helper()
+	rep, err := h.tryAudit(ctx, s)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
+	}
+	return rep
+}
+
+// tryAudit is audit returning its error; safe to call from any goroutine.
+func (h *harness) tryAudit(ctx context.Context, s sinkKind) (*audit.Report, error) {
+	cp, err := openLocation(ctx, h.checkpoint())
+	if err != nil {
+		return nil, err
 	}
 	defer cp.Close()
 	cfg := audit.Config{Checkpoint: cp, Input: audit.KafkaInput([]string{h.broker}, "payments"),
@@ -294,9 +393,9 @@ func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
 	case sinkKafka:
 		cfg.Output = audit.KafkaOutput([]string{h.broker}, "settlements")
 	case sinkLake:
-		table, err := storage.OpenLocal(h.lake(), storage.LocalOptions{})
+		table, err := openLocation(ctx, h.lake())
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		defer table.Close()
 		cfg.Output = audit.LakeOutput(table)
@@ -307,9 +406,29 @@ func (h *harness) audit(ctx context.Context, s sinkKind) *audit.Report {
 	}
 	rep, err := audit.Run(ctx, cfg)
 	if err != nil {
-		t.Fatalf("audit %s: %v", s, err)
+		return nil, fmt.Errorf("audit %s: %w", s, err)
 	}
-	return rep
+	return rep, nil
+}
+
+// auditAll audits every sink, side by side.
+func (h *harness) auditAll(ctx context.Context) map[sinkKind]*audit.Report {
+	h.t.Helper()
+	reps := make([]*audit.Report, len(h.sinks))
+	errs := make([]error, len(h.sinks))
+	var wg sync.WaitGroup
+	for i, s := range h.sinks {
+		wg.Go(func() { reps[i], errs[i] = h.tryAudit(ctx, s) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[sinkKind]*audit.Report{}
+	for i, s := range h.sinks {
+		out[s] = reps[i]
+	}
+	return out
 }
 
 // auditCLI runs `onceflow audit` on one sink and returns its exit code
@@ -335,6 +454,11 @@ func (h *harness) auditCLI(s sinkKind) (int, string) {
 	}
 	t.Fatalf("onceflow audit: %v", err)
 	return 0, ""
+}
+
+// openLocation opens a directory or an s3:// location.
+func openLocation(ctx context.Context, loc string) (storage.Store, error) {
+	return storage.Open(ctx, loc, map[string]storage.Opener{"s3": s3store.Open})
 }
 
 func withParam(u, p string) string {

@@ -39,19 +39,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
-	"os"
 
 	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/examples/internal/cli"
 	"github.com/onceflow/onceflow/examples/internal/payments"
 	"github.com/onceflow/onceflow/filesink"
 	"github.com/onceflow/onceflow/source/files"
-	"github.com/onceflow/onceflow/storage"
-	"github.com/onceflow/onceflow/storage/s3store"
 )
 
 // The engine compares the sink's newest batch with the checkpoint at start
@@ -59,58 +54,33 @@ import (
 // checkpoint older than the output.
 var _ engine.SinkPosition = (*filesink.Sink)(nil)
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "lake:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("lake", run) }
 
-// run owns everything it opens and closes it when the query has stopped
-// (the engine never closes what it is given).
-func run() (err error) {
-	input := flag.String("input", "", "landing directory of payment JSON-lines files (required)")
-	lake := flag.String("lake", "", "lake table: a directory or s3://bucket/prefix (required)")
-	cpLoc := flag.String("checkpoint", "", "checkpoint: a directory or s3://bucket/prefix (required)")
-	trig := flag.String("trigger", "1s", "processing-time interval, once, or available-now")
-	deadLetter := flag.String("dead-letter", "", "directory for bad lines (default: a bad line fails the batch)")
-	generate := flag.Int("generate", 0, "first land N deterministic payments in -input (files already there are kept)")
-	merchants := flag.Int("merchants", 50, "distinct merchants of generated payments")
-	maxFiles := flag.Int("max-files-per-trigger", 0, "most landing files one batch takes (0: all new files)")
-	retain := flag.Int("retain", engine.DefaultMinBatchesToRetain, "batches of checkpoint logs kept for recovery and inspection")
-	verbose := flag.Bool("v", false, "log the driver's steps")
-	flag.Parse()
-	if *input == "" || *lake == "" || *cpLoc == "" {
-		flag.Usage()
-		return fmt.Errorf("-input, -lake and -checkpoint are required")
+// run builds the query; c closes what it opened when run returns.
+func run(ctx context.Context, c *cli.Command) error {
+	fs := c.FlagSet()
+	input := fs.String("input", "", "landing directory of payment JSON-lines files (required)")
+	lake := fs.String("lake", "", "lake table: a directory or s3://bucket/prefix (required)")
+	deadLetter := fs.String("dead-letter", "", "directory for bad lines (default: a bad line fails the batch)")
+	maxFiles := fs.Int("max-files-per-trigger", 0, "most landing files one batch takes (0: all new files)")
+	c.CheckpointFlag("", "checkpoint: a directory or s3://bucket/prefix (required)")
+	c.TriggerFlag()
+	c.GenerateFlags("first land N deterministic payments in -input (files already there are kept)")
+	c.RetainFlag()
+	c.VerboseFlag("log the driver's steps")
+	if err := c.Parse("input", "lake", "checkpoint"); err != nil {
+		return err
 	}
-	ctx := context.Background()
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := c.Land(*input); err != nil {
+		return err
 	}
-	trigger, err := engine.ParseTrigger(*trig)
+	if err := c.OpenCheckpoint(ctx); err != nil {
+		return err
+	}
+	table, err := c.Open(ctx, "lake", *lake)
 	if err != nil {
 		return err
 	}
-	if *generate > 0 {
-		n, err := payments.Generate(*input, *generate, 1000, *merchants)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "lake: landed %d generated files in %s\n", n, *input)
-	}
-	openers := map[string]storage.Opener{"s3": s3store.Open}
-	cp, err := storage.Open(ctx, *cpLoc, openers)
-	if err != nil {
-		return fmt.Errorf("open checkpoint: %w", err)
-	}
-	defer func() { err = errors.Join(err, cp.Close()) }()
-	table, err := storage.Open(ctx, *lake, openers)
-	if err != nil {
-		return fmt.Errorf("open lake: %w", err)
-	}
-	defer func() { err = errors.Join(err, table.Close()) }()
 
 	srcOpts := []files.Option{files.WithMaxFilesPerTrigger(*maxFiles)}
 	if *deadLetter != "" {
@@ -124,21 +94,9 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	q, err := engine.NewQuery(Stream(src),
-		engine.WithName("lake"),
-		engine.WithCheckpoint(cp),
-		engine.WithSink(sink),
-		engine.WithTrigger(trigger),
-		engine.WithMinBatchesToRetain(*retain),
-		engine.WithLogger(logger),
-		engine.WithProgressListener(func(p engine.Progress) {
-			fmt.Fprintf(os.Stderr, "lake: batch %d: %d payments, %d ms\n", p.BatchID, p.NumInputRows, p.BatchDurationMs)
-		}),
-	)
-	if err != nil {
-		return err
-	}
-	return engine.RunUntilSignal(ctx, q)
+	return c.Run(ctx, Stream(src), sink, func(p engine.Progress) string {
+		return fmt.Sprintf("%d payments", p.NumInputRows)
+	})
 }
 
 // Stream is the lake query: every payment, with its UTC day as the

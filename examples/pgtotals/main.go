@@ -35,19 +35,15 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/examples/internal/cli"
 	"github.com/onceflow/onceflow/examples/internal/payments"
 	"github.com/onceflow/onceflow/foreachbatch/postgres"
 	"github.com/onceflow/onceflow/source/files"
-	"github.com/onceflow/onceflow/storage"
-	"github.com/onceflow/onceflow/storage/s3store"
 )
 
 // DSNEnvVar is read when -dsn is not given.
@@ -61,62 +57,39 @@ const Table = "merchant_totals"
 // checkpoint older than the output.
 var _ engine.SinkPosition = (*postgres.Sink)(nil)
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "pgtotals:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("pgtotals", run) }
 
-// run owns everything it opens and closes it when the query has stopped
-// (the engine never closes what it is given).
-func run() (err error) {
-	input := flag.String("input", "", "landing directory of payment JSON-lines files (required)")
-	cpLoc := flag.String("checkpoint", "", "checkpoint: a directory or s3://bucket/prefix (required)")
-	dsn := flag.String("dsn", os.Getenv(DSNEnvVar), "PostgreSQL URL (default $"+DSNEnvVar+")")
-	job := flag.String("job", "pgtotals", "name of this job's row in onceflow_progress")
-	trig := flag.String("trigger", "1s", "processing-time interval, once, or available-now")
-	create := flag.Bool("create-table", false, "create "+Table+" and onceflow_progress if missing")
-	deadLetter := flag.String("dead-letter", "", "directory for bad lines (default: a bad line fails the batch)")
-	generate := flag.Int("generate", 0, "first land N deterministic payments in -input (files already there are kept)")
-	merchants := flag.Int("merchants", 50, "distinct merchants of generated payments")
-	maxFiles := flag.Int("max-files-per-trigger", 0, "most landing files one batch takes (0: all new files)")
-	retain := flag.Int("retain", engine.DefaultMinBatchesToRetain, "batches of checkpoint logs kept for recovery and inspection")
-	verbose := flag.Bool("v", false, "log the driver's and the sink's steps")
-	flag.Parse()
-	if *input == "" || *cpLoc == "" {
-		flag.Usage()
-		return fmt.Errorf("-input and -checkpoint are required")
+// run builds the query; c closes what it opened when run returns.
+func run(ctx context.Context, c *cli.Command) error {
+	fs := c.FlagSet()
+	input := fs.String("input", "", "landing directory of payment JSON-lines files (required)")
+	dsn := fs.String("dsn", os.Getenv(DSNEnvVar), "PostgreSQL URL (default $"+DSNEnvVar+")")
+	job := fs.String("job", "pgtotals", "name of this job's row in onceflow_progress")
+	create := fs.Bool("create-table", false, "create "+Table+" and onceflow_progress if missing")
+	deadLetter := fs.String("dead-letter", "", "directory for bad lines (default: a bad line fails the batch)")
+	maxFiles := fs.Int("max-files-per-trigger", 0, "most landing files one batch takes (0: all new files)")
+	c.CheckpointFlag("", "checkpoint: a directory or s3://bucket/prefix (required)")
+	c.TriggerFlag()
+	c.GenerateFlags("first land N deterministic payments in -input (files already there are kept)")
+	c.RetainFlag()
+	c.VerboseFlag("log the driver's and the sink's steps")
+	if err := c.Parse("input", "checkpoint"); err != nil {
+		return err
 	}
 	if *dsn == "" {
 		return fmt.Errorf("no database: give -dsn or set %s", DSNEnvVar)
 	}
-	ctx := context.Background()
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	trigger, err := engine.ParseTrigger(*trig)
-	if err != nil {
+	if err := c.Land(*input); err != nil {
 		return err
 	}
-	if *generate > 0 {
-		n, err := payments.Generate(*input, *generate, 1000, *merchants)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "pgtotals: landed %d generated files in %s\n", n, *input)
+	if err := c.OpenCheckpoint(ctx); err != nil {
+		return err
 	}
-	cp, err := storage.Open(ctx, *cpLoc, map[string]storage.Opener{"s3": s3store.Open})
-	if err != nil {
-		return fmt.Errorf("open checkpoint: %w", err)
-	}
-	defer func() { err = errors.Join(err, cp.Close()) }()
 	pool, err := postgres.Connect(ctx, *dsn)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	c.Defer(func() error { pool.Close(); return nil })
 
 	srcOpts := []files.Option{files.WithMaxFilesPerTrigger(*maxFiles)}
 	if *deadLetter != "" {
@@ -130,27 +103,14 @@ func run() (err error) {
 		postgres.WithKeyColumns("merchant_id"),
 		postgres.WithMerge(postgres.MergeAdd, "total_cents", "payments"),
 		postgres.WithCreateTables(*create),
-		postgres.WithLogger(logger),
+		postgres.WithLogger(c.Logger()),
 	)
 	if err != nil {
 		return err
 	}
-	q, err := engine.NewQuery(Stream(src),
-		engine.WithName("pgtotals"),
-		engine.WithCheckpoint(cp),
-		engine.WithSink(sink),
-		engine.WithTrigger(trigger),
-		engine.WithOutputMode(engine.Update),
-		engine.WithMinBatchesToRetain(*retain),
-		engine.WithLogger(logger),
-		engine.WithProgressListener(func(p engine.Progress) {
-			fmt.Fprintf(os.Stderr, "pgtotals: batch %d: %d payments, %d merchants, %d ms\n", p.BatchID, p.NumInputRows, p.Sinks[0].NumOutputRows, p.BatchDurationMs)
-		}),
-	)
-	if err != nil {
-		return err
-	}
-	return engine.RunUntilSignal(ctx, q)
+	return c.Run(ctx, Stream(src), sink, func(p engine.Progress) string {
+		return fmt.Sprintf("%d payments, %d merchants", p.NumInputRows, p.Sinks[0].NumOutputRows)
+	}, engine.WithOutputMode(engine.Update))
 }
 
 // Stream is the totals query: per merchant, this batch's sum and count,

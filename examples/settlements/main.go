@@ -25,20 +25,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/examples/internal/cli"
 	"github.com/onceflow/onceflow/examples/internal/payments"
 	"github.com/onceflow/onceflow/internal/kafkadev"
 	"github.com/onceflow/onceflow/kafkasink"
 	"github.com/onceflow/onceflow/source/kafka"
-	"github.com/onceflow/onceflow/storage"
 )
 
 // The engine compares the sink's newest batch with the checkpoint at start
@@ -46,58 +43,42 @@ import (
 // checkpoint older than the output.
 var _ engine.SinkPosition = (*kafkasink.Sink)(nil)
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "settlements:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("settlements", run) }
 
-// run owns everything it opens and closes it when the query has stopped
-// (the engine never closes what it is given).
-func run() (err error) {
-	brokers := flag.String("brokers", "", "Kafka brokers, host:port,…; empty starts the embedded Kafka")
-	cpDir := flag.String("checkpoint", "settlements-checkpoint", "checkpoint directory or s3:// URL")
-	paymentsTopic := flag.String("payments-topic", "payments", "topic the payments arrive in")
-	settlementsTopic := flag.String("settlements-topic", "settlements", "topic the settlements go to")
-	trig := flag.String("trigger", "1s", "processing-time interval, once, or available-now")
-	generate := flag.Int("generate", 0, "also produce N random payments first (0: something else feeds the topic)")
-	merchants := flag.Int("merchants", 50, "distinct merchants of generated payments")
-	maxPerTrigger := flag.Int64("max-offsets-per-trigger", 0, "cap on Kafka offsets per batch (0: none)")
-	verbose := flag.Bool("v", false, "log the driver's steps")
-	flag.Parse()
-
-	ctx := context.Background()
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	trigger, err := engine.ParseTrigger(*trig)
-	if err != nil {
+// run builds the query; c closes what it opened when run returns.
+func run(ctx context.Context, c *cli.Command) error {
+	fs := c.FlagSet()
+	brokers := fs.String("brokers", "", "Kafka brokers, host:port,…; empty starts the embedded Kafka")
+	paymentsTopic := fs.String("payments-topic", "payments", "topic the payments arrive in")
+	settlementsTopic := fs.String("settlements-topic", "settlements", "topic the settlements go to")
+	maxPerTrigger := fs.Int64("max-offsets-per-trigger", 0, "cap on Kafka offsets per batch (0: none)")
+	c.CheckpointFlag("settlements-checkpoint", "checkpoint directory or s3:// URL")
+	c.TriggerFlag()
+	c.GenerateFlags("also produce N random payments first (0: something else feeds the topic)")
+	c.VerboseFlag("log the driver's steps")
+	if err := c.Parse(); err != nil {
 		return err
 	}
 	addrs := splitList(*brokers)
 	if len(addrs) == 0 {
-		c, err := kafkadev.Start(ctx, kafkadev.Options{Topics: map[string]int32{*paymentsTopic: 4, *settlementsTopic: 4}})
+		k, err := kafkadev.Start(ctx, kafkadev.Options{Topics: map[string]int32{*paymentsTopic: 4, *settlementsTopic: 4}})
 		if err != nil {
 			return err
 		}
-		defer c.Close()
-		addrs = c.Addrs()
+		c.Defer(func() error { k.Close(); return nil })
+		addrs = k.Addrs()
 		fmt.Fprintf(os.Stderr, "settlements: embedded Kafka on %s\n", strings.Join(addrs, ","))
 	}
-	if *generate > 0 {
-		if err := Produce(ctx, addrs, *paymentsTopic, *generate, *merchants, 1); err != nil {
+	if c.Generate() > 0 {
+		if err := Produce(ctx, addrs, *paymentsTopic, c.Generate(), c.Merchants(), 1); err != nil {
 			return err
 		}
 	}
-	cp, err := storage.Open(ctx, *cpDir, openers())
-	if err != nil {
+	if err := c.OpenCheckpoint(ctx); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, cp.Close()) }()
 
-	srcOpts := []kafka.Option{kafka.WithBrokers(addrs...), kafka.WithTopics(*paymentsTopic), kafka.WithValueJSON(payments.Schema), kafka.WithLogger(logger)}
+	srcOpts := []kafka.Option{kafka.WithBrokers(addrs...), kafka.WithTopics(*paymentsTopic), kafka.WithValueJSON(payments.Schema), kafka.WithLogger(c.Logger())}
 	if *maxPerTrigger > 0 {
 		srcOpts = append(srcOpts, kafka.WithMaxOffsetsPerTrigger(*maxPerTrigger))
 	}
@@ -105,34 +86,22 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, src.Close()) }()
+	c.Defer(src.Close)
 	sink, err := kafkasink.New(
 		kafkasink.WithBrokers(addrs...),
 		kafkasink.WithTopic(*settlementsTopic),
 		kafkasink.WithName("settlements"),
 		kafkasink.WithKeyColumn("merchant_id"),
 		kafkasink.WithValueJSON("merchant_id", "batch_id", "amount_cents", "payments", "total_cents"),
-		kafkasink.WithLogger(logger),
+		kafkasink.WithLogger(c.Logger()),
 	)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, sink.Close()) }()
-	q, err := engine.NewQuery(Stream(src),
-		engine.WithName("settlements"),
-		engine.WithCheckpoint(cp),
-		engine.WithSink(sink),
-		engine.WithTrigger(trigger),
-		engine.WithOutputMode(engine.Update),
-		engine.WithLogger(logger),
-		engine.WithProgressListener(func(p engine.Progress) {
-			fmt.Fprintf(os.Stderr, "settlements: batch %d: %d payments in, %d settlements out, %d ms\n", p.BatchID, p.NumInputRows, p.Sinks[0].NumOutputRows, p.BatchDurationMs)
-		}),
-	)
-	if err != nil {
-		return err
-	}
-	return engine.RunUntilSignal(ctx, q)
+	c.Defer(sink.Close)
+	return c.Run(ctx, Stream(src), sink, func(p engine.Progress) string {
+		return fmt.Sprintf("%d payments in, %d settlements out", p.NumInputRows, p.Sinks[0].NumOutputRows)
+	}, engine.WithOutputMode(engine.Update))
 }
 
 // Stream is the settlement query: per merchant, this batch's sum and count

@@ -1,7 +1,8 @@
 // Package payments is the code the landing-directory examples (lake,
-// pgtotals) share: the declared schema of a payment, a deterministic
-// generator of landing files, and the check that a checkpoint belongs to
-// its sink. It is example code, not part of onceflow's API.
+// pgtotals) share: the declared schema of a payment and a deterministic
+// generator of landing files. (Whether a checkpoint belongs to its sink is
+// the engine's check, engine.SinkPosition, not this package's.) It is
+// example code, not part of onceflow's API.
 //
 // A payment is one JSON object per line of a landing file:
 //

@@ -36,11 +36,11 @@ const pgRestartHowTo = "TestPGRestart restarts a PostgreSQL cluster of its own (
 func chaosCluster(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		testenv.SkipMissing(t, pgRestartHowTo+" (not root)")
+		t.Skip(pgRestartHowTo + " (not root)")
 	}
 	for _, tool := range []string{"pg_ctlcluster", "pg_lsclusters", "pg_createcluster", "runuser"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			testenv.SkipMissing(t, pgRestartHowTo+" ("+tool+" not found)")
+			t.Skip(pgRestartHowTo + " (" + tool + " not found)")
 		}
 	}
 	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "pg-setup.sh"))

@@ -71,7 +71,7 @@ func BenchmarkWrite(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := New(table, PartitionBy("qty"), WithCompactEvery(1<<40))
+		s, err := New(table, WithPartitionBy("qty"), WithCompactEvery(1<<40))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -69,7 +69,7 @@ func crashChild(spec string) error {
 	if err != nil {
 		return err
 	}
-	s, err := New(table, PartitionBy("day"), WithTargetFileSize(8<<10), WithCompactEvery(3), WithMinFileSize(minSize), WithMaxOpenFiles(2))
+	s, err := New(table, WithPartitionBy("day"), WithTargetFileSize(8<<10), WithCompactEvery(3), WithMinFileSize(minSize), WithMaxOpenFiles(2))
 	if err != nil {
 		return err
 	}

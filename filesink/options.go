@@ -122,14 +122,14 @@ func (c *config) validate() error {
 	return fmt.Errorf("%w: %s", ErrBadOption, strings.Join(errs, "; "))
 }
 
-// PartitionBy lays files out in Hive-style folders by the values of cols, in
+// WithPartitionBy lays files out in Hive-style folders by the values of cols, in
 // that order: day=2026-11-30/merchant=m1/part-….parquet. Partition columns
 // are not stored inside the files (as in Hive and Spark); their values are in
 // the folder names and, exactly, in the log. Values are escaped like Hive
 // (%2F for '/', %3A for ':', …); a null, and an empty string, go to the
 // folder __HIVE_DEFAULT_PARTITION__ (the log still tells them apart).
 // Default: no partitioning, all files in the table root.
-func PartitionBy(cols ...string) Option {
+func WithPartitionBy(cols ...string) Option {
 	return func(c *config) { c.partitionBy = append([]string(nil), cols...) }
 }
 

@@ -18,7 +18,7 @@ func TestS3(t *testing.T) {
 	mem := newMem(t)
 	table := storage.Sub(testenv.S3(t), "lake/payments")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s, err := New(table, PartitionBy("day"), WithCompactEvery(3), WithMinFileSize(16<<10), WithClock(fixedClock(&now)))
+	s, err := New(table, WithPartitionBy("day"), WithCompactEvery(3), WithMinFileSize(16<<10), WithClock(fixedClock(&now)))
 	if err != nil {
 		t.Fatal(err)
 	}

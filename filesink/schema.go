@@ -16,7 +16,7 @@ import (
 // partition columns and which go into the Parquet files, and how.
 type layout struct {
 	arrow     *arrow.Schema
-	partIdx   []int     // arrow column index of each partition column, in PartitionBy order
+	partIdx   []int     // arrow column index of each partition column, in WithPartitionBy order
 	data      []dataCol // columns written into files, in schema order
 	schema    *parquet.Schema
 	logSchema []Column // every column, in schema order, for the log

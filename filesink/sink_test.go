@@ -153,7 +153,7 @@ func checkParquetTypes(t *testing.T, ctx context.Context, name string, table int
 }
 
 func TestValidateSchema(t *testing.T) {
-	s, err := New(nil, PartitionBy("day", "nope"))
+	s, err := New(nil, WithPartitionBy("day", "nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,12 +175,12 @@ func TestValidateSchema(t *testing.T) {
 	if !errors.Is(err, ErrUnsupportedType) || !errors.Is(err, ErrBadSchema) {
 		t.Errorf("error %v does not wrap the sentinels", err)
 	}
-	s2, _ := New(nil, PartitionBy("bin"))
+	s2, _ := New(nil, WithPartitionBy("bin"))
 	err = s2.ValidateSchema(arrow.NewSchema([]arrow.Field{{Name: "bin", Type: arrow.BinaryTypes.Binary}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil))
 	if err == nil || !strings.Contains(err.Error(), `partition column "bin" has type binary`) {
 		t.Errorf("binary partition column: %v", err)
 	}
-	s3, _ := New(nil, PartitionBy("x"))
+	s3, _ := New(nil, WithPartitionBy("x"))
 	err = s3.ValidateSchema(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil))
 	if err == nil || !strings.Contains(err.Error(), "every column is a partition column") {
 		t.Errorf("only partition columns: %v", err)
@@ -197,7 +197,7 @@ func TestBadOptions(t *testing.T) {
 		"minAbove":   {WithTargetFileSize(10), WithMinFileSize(20)},
 		"openFiles":  {WithMaxOpenFiles(0)},
 		"compact":    {WithCompactEvery(0)},
-		"dupPartCol": {PartitionBy("a", "a")},
+		"dupPartCol": {WithPartitionBy("a", "a")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := New(nil, opts...); !errors.Is(err, ErrBadOption) {

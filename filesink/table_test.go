@@ -90,7 +90,7 @@ func TestPartitioningAndEscaping(t *testing.T) {
 	ctx := context.Background()
 	mem := newMem(t)
 	table, dir := openTable(t)
-	s, err := New(table, PartitionBy("day", "merchant"))
+	s, err := New(table, WithPartitionBy("day", "merchant"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestPartitioningAndEscaping(t *testing.T) {
 		}
 	}
 	// A sink partitioned otherwise refuses the table.
-	s2, _ := New(table, PartitionBy("day"))
+	s2, _ := New(table, WithPartitionBy("day"))
 	if err := s2.Start(ctx, "q"); !errors.Is(err, ErrBadSchema) {
 		t.Fatalf("Start with other partitioning = %v", err)
 	}
@@ -211,7 +211,7 @@ func TestMinFileSize(t *testing.T) {
 	ctx := context.Background()
 	mem := newMem(t)
 	table, _ := openTable(t)
-	s, err := New(table, PartitionBy("day"), WithMinFileSize(64<<10), WithCompactEvery(4))
+	s, err := New(table, WithPartitionBy("day"), WithMinFileSize(64<<10), WithCompactEvery(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestParallelWritersSameOutput(t *testing.T) {
 	for _, n := range []int{1, 3, 16} {
 		table, _ := openTable(t)
 		now := time.Unix(1_800_000_000, 0)
-		s, err := New(table, PartitionBy("day", "merchant"), WithMaxOpenFiles(n), WithTargetFileSize(4<<10), WithClock(fixedClock(&now)))
+		s, err := New(table, WithPartitionBy("day", "merchant"), WithMaxOpenFiles(n), WithTargetFileSize(4<<10), WithClock(fixedClock(&now)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,7 +488,7 @@ func TestReadersDuringWrites(t *testing.T) {
 	ctx := context.Background()
 	mem := newMem(t)
 	table, _ := openTable(t)
-	s, err := New(table, PartitionBy("day"), WithCompactEvery(2), WithMinFileSize(8<<10))
+	s, err := New(table, WithPartitionBy("day"), WithCompactEvery(2), WithMinFileSize(8<<10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	sink, err := filesink.New(table, filesink.PartitionBy("day"))
+	sink, err := filesink.New(table, filesink.WithPartitionBy("day"))
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,11 @@ type OffsetsEntry struct {
 	// WatermarkMs is the event-time watermark in force for this batch
 	// (Unix milliseconds; math.MinInt64 rendered as 0 when there is none).
 	WatermarkMs int64 `json:"watermarkMs"`
+	// LateWatermarkMs is the watermark below which rows are late for the
+	// stateful operators after the first: the previous batch's watermark
+	// (Spark 3.4's rule for chains). Omitted (0) for queries with at most
+	// one stateful operator, which drop late rows by WatermarkMs.
+	LateWatermarkMs int64 `json:"lateWatermarkMs,omitempty"`
 	// RunID identifies the driver run that planned the batch.
 	RunID   string         `json:"runId"`
 	Sources []SourceOffset `json:"sources"`

@@ -52,11 +52,11 @@ func TestOperatorConfGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		conf, err := json.MarshalIndent(ex.agg.conf(), "", "  ")
+		conf, err := json.MarshalIndent(ex.ops[0].op.conf(), "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "== %s\nconf %s\noutput %s\nlate rows %s\n", tc.name, conf, ex.outSchema, ex.agg.inSchema)
+		fmt.Fprintf(&b, "== %s\nconf %s\noutput %s\nlate rows %s\n", tc.name, conf, ex.outSchema, ex.ops[0].op.inputSchema(0))
 		ex.release()
 	}
 	path := filepath.Join("testdata", "operator-conf.golden")

@@ -40,6 +40,14 @@ type step struct {
 	names []string // stepDrop: the columns
 }
 
+// opID is the id of a stateful step's operator.
+func (st step) opID() string {
+	if st.agg != nil {
+		return st.agg.id
+	}
+	return ""
+}
+
 type aggregateStep struct {
 	id     string
 	keys   []string

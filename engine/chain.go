@@ -231,6 +231,8 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 // bindOperator builds the operator of a stateful step over its input.
 func bindOperator(cfg *config, in *arrow.Schema, st step, ev eventTimeCol, wm *watermarkStep) (operator, error) {
 	switch {
+	case st.kind == stepTop:
+		return newTopOp(cfg, in, st.top, ev)
 	case st.kind == stepDedup:
 		return newDedupOp(cfg, in, st.agg, ev, wm)
 	case st.agg.window != nil && st.agg.window.gap > 0:

@@ -132,7 +132,7 @@ func (o *paneOp) closes() bool                  { return true }
 func (o *paneOp) eventTime() eventTimeCol       { return o.rows.eventTime() }
 func (o *paneOp) release()                      {}
 func (o *paneOp) needsPrevWatermark() bool      { return true }
-func (o *paneOp) conf() OperatorConf { return aggConf(o.rows.step, o.kind(), o.h) }
+func (o *paneOp) conf() OperatorConf            { return aggConf(o.rows.step, o.kind(), o.h) }
 
 func (o *paneOp) prepare(ctx context.Context, _ int, rec arrow.RecordBatch, _ int64) (arrow.RecordBatch, int64, error) {
 	rec.Retain()

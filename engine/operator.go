@@ -105,16 +105,16 @@ type storeSpec struct {
 // finishCtx is what finish may depend on besides the partition's state and
 // input: the batch's write-ahead entry.
 type finishCtx struct {
-	batchID     int64
-	watermark   int64 // in force for this batch (eviction), Unix ms; 0 for none
+	batchID   int64
+	watermark int64 // in force for this batch (eviction), Unix ms; 0 for none
 	// prevWatermark is the previous batch's watermark, recorded in
 	// offsets/N as lateWatermarkMs for chains and for operators that ask
 	// (prevWatermarker); 0 otherwise.
 	prevWatermark int64
-	timestampMs int64 // the batch timestamp recorded in offsets/N
-	mode        OutputMode
-	last        bool // the operator is the chain's last (its output reaches the sinks)
-	mem         memory.Allocator
+	timestampMs   int64 // the batch timestamp recorded in offsets/N
+	mode          OutputMode
+	last          bool // the operator is the chain's last (its output reaches the sinks)
+	mem           memory.Allocator
 }
 
 // finished is a partition's result of one batch. The executor releases

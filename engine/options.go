@@ -56,7 +56,7 @@ type Option func(*config)
 type config struct {
 	// rowWindows (a test knob) computes sliding windows a row per window
 	// instead of by panes, as checkpoints written before panes hold them.
-	rowWindows bool
+	rowWindows         bool
 	name               string
 	checkpoint         storage.Store
 	sinks              []Sink

@@ -58,6 +58,9 @@ type QueryInfo struct {
 	Name string
 	// Trigger is the query's trigger.
 	Trigger Trigger
+	// Plan is what the query is made of: sources, steps, stateful
+	// operators and sinks.
+	Plan QueryPlan
 }
 
 // WithListener adds a listener (see Listener). l must implement at least

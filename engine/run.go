@@ -65,7 +65,7 @@ func (q *Query) Run(ctx context.Context) (err error) {
 	q.mu.Unlock()
 
 	r := &run{q: q, cfg: cfg, cp: cp, runID: newRunID(), srcs: q.stream.sources, committed: -1, locked: locked}
-	started, startErr := cfg.notifyStart(QueryInfo{ID: cp.meta.ID, RunID: r.runID, Name: cfg.name, Trigger: cfg.trigger})
+	started, startErr := cfg.notifyStart(QueryInfo{ID: cp.meta.ID, RunID: r.runID, Name: cfg.name, Trigger: cfg.trigger, Plan: q.plan(cfg)})
 	defer func() { notifyStop(started, err) }()
 	if startErr != nil {
 		return startErr

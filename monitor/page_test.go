@@ -72,7 +72,6 @@ func fetchPage(t *testing.T, base string, lastID int64) pageSeen {
 	return s
 }
 
-
 // checkPageServed checks what every page server owes: the page and its
 // assets under the Content-Security-Policy, the history, a progress record
 // by id, and clear answers for a batch it does not have.
@@ -203,7 +202,9 @@ func TestFlockHeld(t *testing.T) {
 2: -> FLOCK  ADVISORY  WRITE 89 fe:00:555 0 EOF
 3: FLOCK  ADVISORY  WRITE 90 00:2f:777 0 EOF
 `
-	dev := func(major, minor uint64) uint64 { return (major&0xfff)<<8 | (minor & 0xff) | (major&^0xfff)<<32 | (minor&^0xff)<<12 }
+	dev := func(major, minor uint64) uint64 {
+		return (major&0xfff)<<8 | (minor & 0xff) | (major&^0xfff)<<32 | (minor&^0xff)<<12
+	}
 	for _, c := range []struct {
 		name     string
 		dev, ino uint64

@@ -37,6 +37,18 @@
     return String(Math.round(v * 100) / 100);
   }
 
+  // axisValues labels a y axis: SI units, with as many decimals as the
+  // step between ticks needs (29.41M, 29.42M, not 29M, 29M).
+  function axisValues(u, splits) {
+    var maxAbs = 0;
+    splits.forEach(function (v) { maxAbs = Math.max(maxAbs, Math.abs(v)); });
+    var unit = 1, suffix = '';
+    if (maxAbs >= 1e9) { unit = 1e9; suffix = 'G'; } else if (maxAbs >= 1e6) { unit = 1e6; suffix = 'M'; } else if (maxAbs >= 1e3) { unit = 1e3; suffix = 'k'; }
+    var step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) / unit : 1;
+    var decimals = step > 0 ? Math.min(4, Math.max(0, Math.ceil(-Math.log10(step) - 1e-9))) : 0;
+    return splits.map(function (v) { return v === null ? '' : (v / unit).toFixed(decimals) + suffix; });
+  }
+
   function fmtAge(s) {
     if (s < 1) { return Math.round(s * 1000) + ' ms ago'; }
     if (s < 120) { return s.toFixed(1) + ' s ago'; }
@@ -168,7 +180,7 @@
       })),
       axes: [
         { label: 'batch id', values: function (u, splits) { return splits.map(function (v) { return Number.isInteger(v) ? String(v) : ''; }); } },
-        { label: spec.y, size: 60, values: function (u, splits) { return splits.map(fmtSI); } }
+        { label: spec.y, size: 70, values: axisValues }
       ]
     };
     var plot = new uPlot(opts, data, box); // eslint-disable-line no-undef

@@ -294,6 +294,9 @@ func checkAccessibility(t *testing.T, ctx context.Context) {
 				FailureSummary string `json:"failureSummary"`
 			} `json:"nodes"`
 		} `json:"violations"`
+		Passes []struct {
+			ID string `json:"id"`
+		} `json:"passes"`
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](string(src)+";true")); err != nil {
 		t.Fatalf("load axe-core: %v", err)
@@ -301,6 +304,19 @@ func checkAccessibility(t *testing.T, ctx context.Context) {
 	res, err := chromedp.Run(ctx, chromedp.Evaluate[axeResult](`axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}, resultTypes: ['violations']})`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("axe-core: %v", err)
+	}
+	if len(res.Passes) < 10 {
+		t.Errorf("axe-core passed only %d rules; did it run on the page?", len(res.Passes))
+	}
+	t.Logf("axe-core (WCAG 2.1 A and AA): %d rules passed, %d violated", len(res.Passes), len(res.Violations))
+	passed := map[string]bool{}
+	for _, p := range res.Passes {
+		passed[p.ID] = true
+	}
+	for _, rule := range []string{"color-contrast", "document-title", "html-has-lang", "role-img-alt", "link-name"} {
+		if !passed[rule] {
+			t.Errorf("axe-core rule %s did not pass (passed: %v)", rule, passed)
+		}
 	}
 	for _, v := range res.Violations {
 		var where []string

@@ -111,24 +111,26 @@ func (c *checkpointPage) page(ctx context.Context) (pageDoc, error) {
 		}
 	}
 	doc.Status = st
-	doc.Plan = c.plan(ctx, st.LastProgress)
+	doc.Plan = c.plan(ctx, meta.Name, st.LastProgress)
 	return doc, nil
 }
 
-// plan is what the checkpoint tells of the query: sources and operators
-// from the newest write-ahead entry's configuration, sinks from the newest
-// progress record. The steps are not recorded.
-func (c *checkpointPage) plan(ctx context.Context, last *engine.Progress) *engine.QueryPlan {
-	p := &engine.QueryPlan{}
+// plan is what the checkpoint tells of the query: sources, operators and
+// state partitions from the newest write-ahead entry's configuration,
+// sinks from the newest progress record. The steps, watermark and output
+// mode are not recorded.
+func (c *checkpointPage) plan(ctx context.Context, name string, last *engine.Progress) *engine.Plan {
+	p := &engine.Plan{Name: name}
 	if _, e, ok, err := c.rd.LatestOffsets(ctx); err == nil && ok {
 		p.Sources = e.Conf.Sources
+		p.Partitions = e.Conf.StatePartitions
 		for _, op := range e.Conf.Operators {
-			p.Operators = append(p.Operators, engine.PlanOperator{ID: op.ID, Kind: op.Kind})
+			p.Operators = append(p.Operators, engine.OperatorPlan{ID: op.ID, Kind: op.Kind, Keys: op.Keys, Stores: op.Stores, Params: op.Params})
 		}
 	}
 	if last != nil {
 		for _, s := range last.Sinks {
-			p.Sinks = append(p.Sinks, engine.PlanSink{Description: s.Description, Guarantee: s.Guarantee})
+			p.Sinks = append(p.Sinks, engine.SinkPlan{Description: s.Description, Guarantee: s.Guarantee})
 		}
 		if len(p.Sources) == 0 {
 			for _, s := range last.Sources {

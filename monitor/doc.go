@@ -50,7 +50,7 @@
 //	          with textContent only
 //	/assets/… the page's embedded files (go:embed)
 //	/api/page JSON the page polls every 2 s: the Status, the plan
-//	          (engine.QueryPlan), and one summary per kept batch (rates,
+//	          (engine.Plan), and one summary per kept batch (rates,
 //	          phase durations, state per operator, lag per partition,
 //	          watermark delay, late rows, offsets); read under one lock
 //	          with the status, so both tell the same newest batch. For the

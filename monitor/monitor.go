@@ -91,7 +91,7 @@ type Listener struct {
 		lastErr              error
 		interval             time.Duration
 		listenAddr           string
-		plan                 *engine.QueryPlan
+		plan                 *engine.Plan
 		history              history // the page's last batches
 	}
 	// Set and read by the driver goroutine only (the On… methods).

@@ -31,9 +31,9 @@ type pageDoc struct {
 	// From says where the figures come from: "query" (a running
 	// process's listener) or "checkpoint" (onceflow checkpoint serve).
 	From string `json:"from"`
-	// Plan is what the query is made of. From a checkpoint, the steps
-	// are unknown (the checkpoint does not record them).
-	Plan *engine.QueryPlan `json:"plan,omitempty"`
+	// Plan is what the query is made of (engine.Plan). From a
+	// checkpoint, only what it records: sources, operators, sinks.
+	Plan *engine.Plan `json:"plan,omitempty"`
 	// History is how many batches the page keeps (WithHistory).
 	History int `json:"history"`
 	// Batches are the last History batches, oldest first.

@@ -428,7 +428,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if st.State != "running" || live.Texts["q-trigger"] != "every 50ms" {
 		t.Errorf("live page: state %q, trigger %q", st.State, live.Texts["q-trigger"])
 	}
-	if !planHas(live.Plan, "Stateful operators: payments-per-10s (windowAggregate)", "Sinks: memory[windows]: exactly-once", "Steps: watermark(timestamp, 5s) → groupBy[payments-per-10s]") {
+	if !planHas(live.Plan, "Stateful operators: payments-per-10s (windowAggregate)", "Sinks: memory[windows]: exactly-once", "Watermark: timestamp - 5s", "Output mode: append") {
 		t.Errorf("plan on the page: %q", live.Plan)
 	}
 	if dropped.Load() == 0 {

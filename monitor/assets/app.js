@@ -102,10 +102,21 @@
       }
       dl.appendChild(dd);
     }
+    var fromCheckpoint = byId('q-from').getAttribute('data-value') === 'checkpoint';
     row('Sources', plan.sources);
-    row('Steps', [plan.steps || 'not recorded in the checkpoint']);
-    row('Stateful operators', (plan.operators || []).map(function (o) { return o.id + ' (' + o.kind + ')'; }));
+    if (plan.watermark) { row('Watermark', [plan.watermark]); }
+    row('Steps', plan.steps && plan.steps.length ? plan.steps : [fromCheckpoint ? 'not recorded in the checkpoint' : 'none']);
+    row('Stateful operators', (plan.operators || []).map(function (o) {
+      var t = o.id + ' (' + o.kind + ')';
+      if (o.keys && o.keys.length) { t += ' by ' + o.keys.join(', '); }
+      if (o.emits) { t += ', emits ' + o.emits; }
+      return t;
+    }));
+    if (plan.statePartitions) { row('State partitions', [String(plan.statePartitions)]); }
+    if (plan.outputMode) { row('Output mode', [plan.outputMode]); }
     row('Sinks', (plan.sinks || []).map(function (s) { return s.description + ': ' + s.guarantee; }));
+    if (plan.lateRows) { row('Late rows to', [plan.lateRows.description + ': ' + plan.lateRows.guarantee]); }
+    if (plan.warnings && plan.warnings.length) { row('Warnings', plan.warnings); }
   }
 
   // --- charts ---

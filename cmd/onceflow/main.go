@@ -2,7 +2,7 @@
 // checkpoints, their progress and state, file-sink tables; it audits a
 // query's output against its input and runs a development Kafka broker.
 //
-//	onceflow demo [-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-v]
+//	onceflow demo [-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-status HOST:PORT] [-v]
 //	onceflow checkpoint inspect [-o table|json|jsonl] DIR
 //	onceflow checkpoint fork SRC DST --from-batch N
 //	onceflow checkpoint progress [-o table|json|jsonl] [-n N] DIR

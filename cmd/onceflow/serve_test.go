@@ -79,3 +79,38 @@ func TestCheckpointServe(t *testing.T) {
 		t.Errorf("exit %d after interrupt:\n%s", code, out.String())
 	}
 }
+
+// demo -status serves the status page while it runs.
+func TestDemoServesStatusPage(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "-batches", "0", "-trigger", "100ms", "-status", "127.0.0.1:0", "-checkpoint", filepath.Join(t.TempDir(), "cp")}, &out, &out)
+	}()
+	var base string
+	for deadline := time.Now().Add(20 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := regexp.MustCompile(`status page: (http://[0-9.:]+)/`).FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+	}
+	if base == "" {
+		cancel()
+		t.Fatalf("no status page line (exit %d):\n%s", <-done, out.String())
+	}
+	for _, path := range []string{"/", "/api/page", "/status", "/metrics"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %s", path, resp.Status)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("demo exit %d:\n%s", code, out.String())
+	}
+}

@@ -120,30 +120,31 @@ func compact(s string) string {
 	return s
 }
 
-// history keeps the last n progress records, oldest first.
+// history keeps the last n progress records, oldest first, with their
+// points (summarized once, when added, not on every poll of the page).
 type history struct {
 	n    int
 	recs []*engine.Progress
+	pts  []batchPoint
 }
 
 func (h *history) add(p *engine.Progress) {
 	// A re-run batch (after a restart) replaces its id's record.
 	if k := len(h.recs); k > 0 && h.recs[k-1].BatchID >= p.BatchID {
 		i := sort.Search(k, func(i int) bool { return h.recs[i].BatchID >= p.BatchID })
-		h.recs = h.recs[:i]
+		h.recs, h.pts = h.recs[:i], h.pts[:i]
 	}
 	h.recs = append(h.recs, p)
+	h.pts = append(h.pts, pointOf(p))
 	if len(h.recs) > h.n {
 		h.recs = append(h.recs[:0:0], h.recs[len(h.recs)-h.n:]...)
+		h.pts = append(h.pts[:0:0], h.pts[len(h.pts)-h.n:]...)
 	}
 }
 
+// points returns a copy of the kept batches' points.
 func (h *history) points() []batchPoint {
-	out := make([]batchPoint, len(h.recs))
-	for i, p := range h.recs {
-		out[i] = pointOf(p)
-	}
-	return out
+	return append([]batchPoint{}, h.pts...)
 }
 
 func (h *history) get(id int64) *engine.Progress {

@@ -60,7 +60,7 @@ func WithStatusServer(addr string) Option {
 
 // WithHistory sets how many of the latest batches the status page (/ of
 // WithStatusServer) charts and lists; their progress records are kept in
-// memory. Default: DefaultHistory (300).
+// memory. n ≤ 0 means the default, DefaultHistory (300).
 func WithHistory(n int) Option {
 	return func(l *Listener) { l.historyN = n }
 }

@@ -39,6 +39,9 @@ import (
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("ONCEFLOW_CHROMIUM"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			testenv.SkipMissing(t, fmt.Sprintf("ONCEFLOW_CHROMIUM=%s is not an executable (%v): run `bash scripts/chromium.sh` (as root it runs apt-get install -y chromium) and set it to the path that prints", p, err))
+		}
 		return p
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome", "headless_shell"} {

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -414,39 +416,50 @@ func (o *topOp) fromHeld(ctx context.Context, held arrow.RecordBatch, rows []int
 
 // ranker returns "row a ranks before row b" over column c; equal values
 // rank alike (the caller's stable sort keeps sequence order among them).
+// Nulls rank last either way; NaN is above every other float (as in Spark),
+// so a NaN ranks first in Desc order and last among the non-nulls in Asc.
+// Unsigned integers compare as unsigned.
 func (o *topOp) ranker(c arrow.Array) func(a, b int) bool {
-	var val func(i int) (float64, int64, bool)
-	switch a := c.(type) {
+	var cmpRows func(a, b int) int // -1, 0, 1 for a below, equal to, above b
+	switch arr := c.(type) {
 	case *array.Float64:
-		val = func(i int) (float64, int64, bool) { return a.Value(i), 0, true }
+		cmpRows = func(a, b int) int { return cmpFloat(arr.Value(a), arr.Value(b)) }
 	case *array.Float32:
-		val = func(i int) (float64, int64, bool) { return float64(a.Value(i)), 0, true }
+		cmpRows = func(a, b int) int { return cmpFloat(float64(arr.Value(a)), float64(arr.Value(b))) }
+	case *array.Uint64:
+		cmpRows = func(a, b int) int { return cmp.Compare(arr.Value(a), arr.Value(b)) }
 	default:
 		ints := integerValues(c)
-		val = func(i int) (float64, int64, bool) { return 0, ints(i), false }
+		cmpRows = func(a, b int) int { return cmp.Compare(ints(a), ints(b)) }
 	}
 	desc := o.st.order == Desc
 	return func(a, b int) bool {
-		// Nulls rank last either way.
 		if c.IsNull(a) || c.IsNull(b) {
 			return !c.IsNull(a) && c.IsNull(b)
 		}
-		fa, ia, isF := val(a)
-		fb, ib, _ := val(b)
-		if isF {
-			if desc {
-				return fa > fb
-			}
-			return fa < fb
-		}
 		if desc {
-			return ia > ib
+			return cmpRows(a, b) > 0
 		}
-		return ia < ib
+		return cmpRows(a, b) < 0
 	}
 }
 
-// integerValues reads an integer or timestamp column as int64.
+// cmpFloat orders floats with NaN above every other value and equal to
+// itself: a total order, which sorting and ranking need.
+func cmpFloat(a, b float64) int {
+	switch an, bn := math.IsNaN(a), math.IsNaN(b); {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	}
+	return cmp.Compare(a, b)
+}
+
+// integerValues reads a signed integer, a narrow unsigned integer or a
+// timestamp column as int64 (uint64 is compared apart: it does not fit).
 func integerValues(c arrow.Array) func(int) int64 {
 	switch a := c.(type) {
 	case *array.Int64:
@@ -456,8 +469,6 @@ func integerValues(c arrow.Array) func(int) int64 {
 	case *array.Int16:
 		return func(i int) int64 { return int64(a.Value(i)) }
 	case *array.Int8:
-		return func(i int) int64 { return int64(a.Value(i)) }
-	case *array.Uint64:
 		return func(i int) int64 { return int64(a.Value(i)) }
 	case *array.Uint32:
 		return func(i int) int64 { return int64(a.Value(i)) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/memsink"
 )
 
@@ -127,6 +129,161 @@ func TestTopRanksNaN(t *testing.T) {
 		}
 		if want := fmt.Sprint(time.UnixMilli(1000).UTC(), " ", tc.want); len(rows) != 1 || rows[0] != want {
 			t.Fatalf("top 1 %s: %q, want [%q]", tc.order, rows, want)
+		}
+	}
+}
+
+// threeOpStreams are chains of three stateful operators.
+var threeOpStreams = []struct {
+	name   string
+	stream func(Source) *Stream
+}{
+	{"window, top 2, rollup per window", func(src Source) *Stream {
+		return ReadStream(src).
+			WithWatermark("ts", 5*time.Second).
+			GroupByWindow(SlidingWindow("ts", 10*time.Second, 5*time.Second), "merchant").ID("counts").
+			Agg(batch.CountRows().As("n"), batch.Sum(batch.Col("amount")).As("total")).
+			GroupBy("window_start", "window_end").ID("top").Top(2, "total", Desc).
+			GroupBy("window_start", "window_end").ID("rollup").
+			Agg(batch.Sum(batch.Col("n")).As("n"), batch.CountRows().As("merchants"), batch.Max(batch.Col("total")).As("best"))
+	}},
+	{"dedup, window, group by window_end", func(src Source) *Stream {
+		return ReadStream(src).
+			WithWatermark("ts", 5*time.Second).
+			DropDuplicatesWithinWatermark("id").ID("ids").
+			GroupByWindow(TumblingWindow("ts", 10*time.Second), "merchant").ID("win").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.Avg(batch.Col("amount")).As("avg")).
+			GroupBy("window_end").ID("ends").
+			Agg(batch.Sum(batch.Col("total")).As("total"), batch.CountRows().As("merchants"), batch.Min(batch.Col("avg")).As("lo"))
+	}},
+}
+
+// TestThreeOperatorChainsRestartAndPartitions runs three-operator chains
+// once with 4 partitions, restarted before every batch with a snapshot
+// at every version, and once with 1 partition: every batch's rows (sorted)
+// must agree, and the restarted run must equal the one run row for row.
+func TestThreeOperatorChainsRestartAndPartitions(t *testing.T) {
+	for _, tc := range threeOpStreams {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 1; seed++ {
+				script := randomPayments(seed, 9)
+				raw := func(r []any) string { return fmt.Sprint(r...) }
+				run := func(p int, restart bool) *memsink.Sink {
+					sink := memsink.New("out")
+					cp := localStore(t)
+					if !restart {
+						if _, err := runQuery(t, tc.stream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(sink),
+							WithTrigger(AvailableNow()), WithStatePartitions(p)); err != nil {
+							t.Fatal(err)
+						}
+						return sink
+					}
+					for i := 0; i < len(script)+3; i++ {
+						if _, err := runQuery(t, tc.stream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(sink),
+							WithTrigger(Once()), WithStatePartitions(p), WithSnapshotEvery(1)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					return sink
+				}
+				one, four, restarted := run(1, false), run(4, false), run(4, true)
+				a, b, c := sinkRows(one, raw), sinkRows(four, raw), sinkRows(restarted, raw)
+				if len(b) == 0 {
+					t.Fatalf("seed %d: no output", seed)
+				}
+				if fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Fatalf("seed %d: 1 partition\n %v\n4 partitions\n %v", seed, a, b)
+				}
+				if fmt.Sprint(b) != fmt.Sprint(c) {
+					t.Fatalf("seed %d: one run\n %v\nrestarted every batch\n %v", seed, b, c)
+				}
+				for _, id := range four.BatchIDs() {
+					if x, y := fmt.Sprint(four.Batch(id)), fmt.Sprint(restarted.Batch(id)); x != y {
+						t.Fatalf("seed %d batch %d: one run %s, restarted %s", seed, id, x, y)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSlidingPanesJumpsAndNulls compares panes with rows per window (and
+// panes restarted before every batch) when the watermark jumps over many
+// window ends in one batch, batches are empty or watermark-only, times
+// start at the epoch and amounts are null.
+func TestSlidingPanesJumpsAndNulls(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "merchant", Type: arrow.BinaryTypes.String}, {Name: "ts", Type: msTS},
+		{Name: "amount", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	s := func(sec int64) any { return sec * 1000 }
+	script := [][][]any{
+		{{"a", s(0), int64(5)}, {"a", s(1), nil}, {"b", s(3), nil}, {"a", s(9), int64(-2)}, {"b", int64(1), int64(7)}},
+		{{"a", s(13), nil}, {"b", s(11), int64(1)}},
+		{},
+		{{"a", s(70), int64(3)}, {"b", s(62), nil}, {"a", s(66), int64(4)}}, // the watermark jumps from 8 s to 65 s
+		{{"a", s(64), int64(100)}, {"b", s(66), int64(2)}},                   // 64 s is late
+		{},
+		{{"b", s(200), int64(1)}},
+	}
+	stream := func(size, slide time.Duration) *Stream {
+		return ReadStream(&rowScript{schema: schema, batches: script}).
+			WithWatermark("ts", 5*time.Second).
+			GroupByWindow(SlidingWindow("ts", size, slide), "merchant").ID("slide").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"), batch.Count(batch.Col("amount")).As("amounts"),
+				batch.Min(batch.Col("amount")).As("lo"), batch.Max(batch.Col("amount")).As("hi"), batch.Avg(batch.Col("amount")).As("avg"))
+	}
+	run := func(size, slide time.Duration, rows, restart bool) (map[int64][]string, string) {
+		sink := memsink.New("out")
+		cp := localStore(t)
+		kind := ""
+		runs := 1
+		if restart {
+			runs = len(script) + 3
+		}
+		for i := 0; i < runs; i++ {
+			trig := AvailableNow()
+			if restart {
+				trig = Once()
+			}
+			q, err := NewQuery(stream(size, slide), WithCheckpoint(cp), WithSink(sink), WithTrigger(trig), WithOutputMode(Append),
+				WithStatePartitions(2), WithSnapshotEvery(1), WithProgressListener(func(p Progress) { kind = p.StateOperators[0].OperatorName }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.cfg.rowWindows = rows
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err = q.Run(ctx)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := map[int64][]string{}
+		for _, id := range sink.BatchIDs() {
+			for _, r := range sink.Batch(id) {
+				out[id] = append(out[id], fmt.Sprint(r...))
+			}
+			sort.Strings(out[id]) // partitions emit in partition order
+		}
+		return out, kind
+	}
+	for _, w := range []struct {
+		size, slide time.Duration
+		kind        string
+	}{{12 * time.Second, 4 * time.Second, "slidingWindowPanes"}, {10 * time.Second, 4 * time.Second, "windowAggregate"}} {
+		rows, _ := run(w.size, w.slide, true, false)
+		panes, kind := run(w.size, w.slide, false, false)
+		restarted, _ := run(w.size, w.slide, false, true)
+		if kind != w.kind {
+			t.Errorf("%s/%s: operator %s, want %s", w.size, w.slide, kind, w.kind)
+		}
+		if len(rows) == 0 {
+			t.Fatal("no output")
+		}
+		if fmt.Sprint(rows) != fmt.Sprint(panes) {
+			t.Fatalf("%s/%s: rows per window\n %v\npanes\n %v", w.size, w.slide, rows, panes)
+		}
+		if fmt.Sprint(panes) != fmt.Sprint(restarted) {
+			t.Fatalf("%s/%s: one run\n %v\nrestarted every batch\n %v", w.size, w.slide, panes, restarted)
 		}
 	}
 }

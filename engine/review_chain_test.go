@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -285,5 +286,51 @@ func TestSlidingPanesJumpsAndNulls(t *testing.T) {
 		if fmt.Sprint(panes) != fmt.Sprint(restarted) {
 			t.Fatalf("%s/%s: one run\n %v\nrestarted every batch\n %v", w.size, w.slide, panes, restarted)
 		}
+	}
+}
+
+// TestChainSinkFailureThenRestart fails the sink mid-run for chains under
+// a checked allocator, restarts, and finds every buffer released and the
+// output of a run without the failure.
+func TestChainSinkFailureThenRestart(t *testing.T) {
+	cases := []struct {
+		name   string
+		stream func(Source) *Stream
+	}{
+		{"window, top 2, rollup per window", threeOpStreams[0].stream},
+		{"dedup, window, group by window_end", threeOpStreams[1].stream},
+		{"sliding by panes", slidingStream},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			script := randomPayments(11, 8)
+			want := memsink.New("want")
+			if _, err := runQuery(t, tc.stream(&payScript{batches: script}), WithCheckpoint(localStore(t)), WithSink(want),
+				WithTrigger(AvailableNow()), WithStatePartitions(2)); err != nil {
+				t.Fatal(err)
+			}
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			cp := localStore(t)
+			got := &failingSink{Sink: memsink.New("got"), failAt: 4}
+			_, err := runQuery(t, tc.stream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(got),
+				WithTrigger(AvailableNow()), WithStatePartitions(2), WithAllocator(mem))
+			if err == nil || !strings.Contains(err.Error(), "injected sink failure") {
+				t.Fatalf("want the sink failure, got %v", err)
+			}
+			mem.AssertSize(t, 0)
+			if _, err := runQuery(t, tc.stream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(got),
+				WithTrigger(AvailableNow()), WithStatePartitions(2), WithAllocator(mem)); err != nil {
+				t.Fatal(err)
+			}
+			mem.AssertSize(t, 0)
+			for _, id := range want.BatchIDs() {
+				if a, b := fmt.Sprint(want.Batch(id)), fmt.Sprint(got.Batch(id)); a != b {
+					t.Fatalf("batch %d: want %s, got %s", id, a, b)
+				}
+			}
+			if a, b := fmt.Sprint(want.BatchIDs()), fmt.Sprint(got.BatchIDs()); a != b {
+				t.Fatalf("batches: want %s, got %s", a, b)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -16,7 +17,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/storage"
 )
 
 // rowScript replays fixed batches of rows of any schema: offset k is "the
@@ -330,6 +334,82 @@ func TestChainSinkFailureThenRestart(t *testing.T) {
 			}
 			if a, b := fmt.Sprint(want.BatchIDs()), fmt.Sprint(got.BatchIDs()); a != b {
 				t.Fatalf("batches: want %s, got %s", a, b)
+			}
+		})
+	}
+}
+
+// TestRestartRefusesChangedSettings changes what a state means without
+// changing its schema (a window's size or slide, a session's gap, a top's
+// n, column or order): each restart is refused. The same checkpoint with
+// the settings taken out of offsets/N (as a build before they were
+// recorded wrote it) restarts.
+func TestRestartRefusesChangedSettings(t *testing.T) {
+	script := randomPayments(4, 3)
+	src := func() *Stream { return ReadStream(&payScript{batches: script}).WithWatermark("ts", 5*time.Second) }
+	win := func(w Window) *Stream {
+		return src().GroupByWindow(w, "merchant").ID("w").Agg(batch.Sum(batch.Col("amount")).As("total"))
+	}
+	top := func(n int, by string, o Order) *Stream {
+		return src().GroupByWindow(TumblingWindow("ts", 10*time.Second), "merchant").ID("w").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.Max(batch.Col("amount")).As("best")).
+			GroupBy("window_start", "window_end").ID("top").Top(n, by, o)
+	}
+	run := func(cp storage.Store, s *Stream) error {
+		q, err := NewQuery(s, WithCheckpoint(cp), WithSink(memsink.New("out")), WithTrigger(AvailableNow()), WithOutputMode(Append))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return q.Run(ctx)
+	}
+	cases := []struct {
+		name      string
+		old, next *Stream
+	}{
+		{"tumbling size", win(TumblingWindow("ts", 10*time.Second)), win(TumblingWindow("ts", 20*time.Second))},
+		{"sliding slide", win(SlidingWindow("ts", 12*time.Second, 4*time.Second)), win(SlidingWindow("ts", 12*time.Second, 6*time.Second))},
+		{"session gap", win(SessionWindow("ts", 5*time.Second)), win(SessionWindow("ts", 8*time.Second))},
+		{"top n", top(1, "total", Desc), top(2, "total", Desc)},
+		{"top column", top(1, "total", Desc), top(1, "best", Desc)},
+		{"top order", top(1, "total", Desc), top(1, "total", Asc)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := localStore(t)
+			if err := run(cp, tc.old); err != nil {
+				t.Fatal(err)
+			}
+			err := run(cp, tc.next)
+			if !errors.Is(err, ErrIncompatibleRestart) || !strings.Contains(err.Error(), "settings changed") {
+				t.Fatalf("err %v, want a refusal naming the settings", err)
+			}
+			// Forget the settings, as a checkpoint of an older build.
+			ctx := context.Background()
+			for id := int64(0); ; id++ {
+				b, err := cp.Get(ctx, checkpoint.OffsetsFile(id))
+				if err != nil {
+					break
+				}
+				lines := strings.SplitN(string(b), "\n", 2)
+				var e OffsetsEntry
+				if err := json.Unmarshal([]byte(lines[1]), &e); err != nil {
+					t.Fatal(err)
+				}
+				for i := range e.Conf.Operators {
+					e.Conf.Operators[i].Params = ""
+				}
+				enc, err := offsetlog.Encode(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cp.Put(ctx, checkpoint.OffsetsFile(id), enc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := run(cp, tc.old); err != nil {
+				t.Fatalf("a checkpoint without settings: %v", err)
 			}
 		})
 	}

@@ -414,3 +414,49 @@ func TestRestartRefusesChangedSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingPanesAfterAWindow runs a sliding window over an upstream
+// window's start (a slot that can belong to windows the watermark closed
+// batches ago) by panes and by rows per window: the same output.
+func TestSlidingPanesAfterAWindow(t *testing.T) {
+	stream := func(src Source) *Stream {
+		return ReadStream(src).
+			WithWatermark("ts", 5*time.Second).
+			GroupByWindow(TumblingWindow("ts", 5*time.Second), "merchant").ID("per-5s").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n")).
+			Select(batch.As(batch.Col("window_start"), "slot"), batch.As(batch.Col("window_end"), "slot_end"),
+				batch.As(batch.Col("merchant"), "merchant"), batch.As(batch.Col("total"), "total"), batch.As(batch.Col("n"), "n")).
+			GroupByWindow(SlidingWindow("slot", 20*time.Second, 5*time.Second), "merchant").ID("slide").
+			Agg(batch.Sum(batch.Col("total")).As("total"), batch.Max(batch.Col("n")).As("most"), batch.Avg(batch.Col("total")).As("avg"))
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		script := randomPayments(seed, 12)
+		run := func(rows bool) (map[int64][]string, string) {
+			sink := memsink.New("out")
+			kind := ""
+			q, err := NewQuery(stream(&payScript{batches: script}), WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()),
+				WithStatePartitions(3), WithProgressListener(func(p Progress) { kind = p.StateOperators[1].OperatorName }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.cfg.rowWindows = rows
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := q.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return sinkRows(sink, func(r []any) string { return fmt.Sprint(r...) }), kind
+		}
+		panes, kind := run(false)
+		rows, _ := run(true)
+		if kind != "slidingWindowPanes" {
+			t.Fatalf("operator %s", kind)
+		}
+		if len(rows) == 0 {
+			t.Fatal("no output")
+		}
+		if fmt.Sprint(panes) != fmt.Sprint(rows) {
+			t.Fatalf("seed %d: panes\n %v\nrows per window\n %v", seed, panes, rows)
+		}
+	}
+}

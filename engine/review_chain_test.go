@@ -460,3 +460,42 @@ func TestSlidingPanesAfterAWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestChainTimestampUnits runs a chain (sliding windows by panes, a top
+// per window, a rollup per window end) over event times in seconds,
+// milliseconds and microseconds: the same rows in every unit.
+func TestChainTimestampUnits(t *testing.T) {
+	script := randomPayments(8, 10)
+	var out []string
+	for _, unit := range []arrow.TimeUnit{arrow.Second, arrow.Millisecond, arrow.Microsecond} {
+		schema := arrow.NewSchema([]arrow.Field{{Name: "merchant", Type: arrow.BinaryTypes.String},
+			{Name: "ts", Type: &arrow.TimestampType{Unit: unit, TimeZone: "UTC"}}, {Name: "amount", Type: arrow.PrimitiveTypes.Int64}}, nil)
+		src := &rowScript{schema: schema}
+		per := int64(time.Second) / int64(unit.Multiplier())
+		for _, bt := range script {
+			var rows [][]any
+			for _, r := range bt {
+				rows = append(rows, []any{r.merchant, r.sec * per, r.amount})
+			}
+			src.batches = append(src.batches, rows)
+		}
+		s := ReadStream(src).
+			WithWatermark("ts", 5*time.Second).
+			GroupByWindow(SlidingWindow("ts", 10*time.Second, 5*time.Second), "merchant").ID("counts").
+			Agg(batch.CountRows().As("n"), batch.Sum(batch.Col("amount")).As("total")).
+			GroupBy("window_start", "window_end").ID("top").Top(2, "total", Desc).
+			GroupBy("window_end").ID("rollup").Agg(batch.Sum(batch.Col("n")).As("n"), batch.CountRows().As("merchants"))
+		sink := memsink.New("out")
+		if _, err := runQuery(t, s, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(2)); err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprint(sinkRows(sink, func(r []any) string { return fmt.Sprint(r...) }))
+		if len(sink.BatchIDs()) == 0 {
+			t.Fatalf("%s: no output", unit)
+		}
+		out = append(out, got)
+		if got != out[0] {
+			t.Fatalf("%s\n %s\n%s\n %s", arrow.Second, out[0], unit, got)
+		}
+	}
+}

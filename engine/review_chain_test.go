@@ -225,7 +225,7 @@ func TestSlidingPanesJumpsAndNulls(t *testing.T) {
 		{{"a", s(13), nil}, {"b", s(11), int64(1)}},
 		{},
 		{{"a", s(70), int64(3)}, {"b", s(62), nil}, {"a", s(66), int64(4)}}, // the watermark jumps from 8 s to 65 s
-		{{"a", s(64), int64(100)}, {"b", s(66), int64(2)}},                   // 64 s is late
+		{{"a", s(64), int64(100)}, {"b", s(66), int64(2)}},                  // 64 s is late
 		{},
 		{{"b", s(200), int64(1)}},
 	}
@@ -496,6 +496,47 @@ func TestChainTimestampUnits(t *testing.T) {
 		out = append(out, got)
 		if got != out[0] {
 			t.Fatalf("%s\n %s\n%s\n %s", arrow.Second, out[0], unit, got)
+		}
+	}
+}
+
+// TestTopAscTiesAndNullsAcrossRestarts ranks one group that receives rows
+// over two batches, restarted before every batch: ties at the n-th place
+// are all kept, nulls rank last, n larger than the group keeps it all.
+func TestTopAscTiesAndNullsAcrossRestarts(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "ts", Type: msTS},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	script := [][][]any{
+		{{"b0-5", int64(1000), int64(5)}, {"b0-null", int64(1000), nil}, {"b0-3", int64(1000), int64(3)}},
+		{{"b1-3", int64(1000), int64(3)}, {"b1-7", int64(1000), int64(7)}, {"b1-1", int64(1000), int64(1)}},
+		{{"late", int64(20000), int64(0)}},
+	}
+	for n, want := range map[int]string{
+		1: "[b1-1 1]",
+		2: "[b1-1 1 b0-3 3 b1-3 3]",
+		3: "[b1-1 1 b0-3 3 b1-3 3]",
+		4: "[b1-1 1 b0-3 3 b1-3 3 b0-5 5]",
+		6: "[b1-1 1 b0-3 3 b1-3 3 b0-5 5 b1-7 7 b0-null <nil>]",
+	} {
+		cp := localStore(t)
+		sink := memsink.New("out")
+		for i := 0; i < len(script)+2; i++ {
+			s := ReadStream(&rowScript{schema: schema, batches: script}).WithWatermark("ts", 0).GroupBy("ts").ID("best").Top(n, "v", Asc)
+			if _, err := runQuery(t, s, WithCheckpoint(cp), WithSink(sink), WithTrigger(Once()), WithStatePartitions(2), WithSnapshotEvery(1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for _, id := range sink.BatchIDs() {
+			for _, r := range sink.Batch(id) {
+				if secs(r[1]) != 1 {
+					t.Fatalf("n=%d: batch %d emitted %v", n, id, r)
+				}
+				got = append(got, fmt.Sprint(r[0], " ", r[2]))
+			}
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("top %d asc: %v, want %s", n, got, want)
 		}
 	}
 }

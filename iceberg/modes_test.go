@@ -130,4 +130,3 @@ func TestCredentialsNeverInErrors(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
-

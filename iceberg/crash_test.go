@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"github.com/onceflow/onceflow/internal/fault/faulttest"
 	"github.com/onceflow/onceflow/internal/testenv"
 )
+
+var crashKills = flag.Int("iceberg.kills", 1, "SIGKILLs per fault point (at its 2nd, 3rd, … hit in successive runs) in the crash tests")
 
 // buildCrashProg compiles internal/crashprog with the fault points. The
 // child is built without -race: it is the process being killed, and the
@@ -97,7 +100,7 @@ func (e crashEnv) open(t *testing.T, dbPath string) *Catalog {
 }
 
 // TestCrashCounterToIceberg kills a real query process (counter →
-// partitioned Iceberg table) at each fault point, twice, restarts it, and
+// partitioned Iceberg table) at each fault point (once, or -iceberg.kills times), restarts it, and
 // checks through the catalog that the table holds every row exactly once.
 func TestCrashCounterToIceberg(t *testing.T) {
 	faulttest.Require(t)
@@ -157,12 +160,12 @@ func TestCrashIcebergToIceberg(t *testing.T) {
 	}
 }
 
-// crashAndFinish kills the program at the point's 2nd and 3rd hits in two
-// runs, then runs it to the end.
+// crashAndFinish kills the program at the point's 2nd, 3rd, … hit in
+// -iceberg.kills successive runs, then runs it to the end.
 func crashAndFinish(t *testing.T, bin string, env, args []string, point string) {
 	t.Helper()
 	kills := 0
-	for k := 2; k <= 3; k++ {
+	for k := 2; k < 2+*crashKills; k++ {
 		killed, stderr := runProg(t, bin, env, args, fmt.Sprintf("%s@%d", point, k))
 		if !killed {
 			break

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -128,5 +129,59 @@ func TestCredentialsNeverInErrors(t *testing.T) {
 	err = s.AddBatch(ctx, 0, testSchema, []arrow.RecordBatch{rec})
 	if err == nil || strings.Contains(err.Error(), "veryS3cretValue") || strings.Contains(err.Error(), "AKIAEXAMPLEKEY") {
 		t.Fatalf("error = %v", err)
+	}
+}
+
+// racingCatalog lets another writer commit just before the first commit
+// it forwards, so that commit loses the compare-and-swap.
+type racingCatalog struct {
+	catalog.Catalog
+	before func()
+	once   atomic.Bool
+}
+
+func (c *racingCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	t, err := c.Catalog.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	return table.New(t.Identifier(), t.Metadata(), t.MetadataLocation(), t.FS, c), nil
+}
+
+func (c *racingCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, ups []table.Update) (table.Metadata, string, error) {
+	if c.once.CompareAndSwap(false, true) {
+		c.before()
+	}
+	return c.Catalog.CommitTable(ctx, ident, reqs, ups)
+}
+
+// A commit that loses the race to another writer is retried on the new
+// head after the sink looked for its batch: both writers' rows are in,
+// once.
+func TestSinkLostRaceIsRetriedOnNewHead(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "catalog.db")
+	open := func() *Catalog {
+		c, err := OpenCatalog(ctx, "sqlite:"+db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	catA, catB := open(), open()
+	a := newTestSink(t, catA, "lake.r", "qa")
+	addBatch(t, a, 0, 0, 5)
+	b := newTestSink(t, catB, "lake.r", "qb")
+	racing := &racingCatalog{Catalog: catA.cat, before: func() { addBatch(t, b, 0, 100, 105) }}
+	catA.cat = racing
+	addBatch(t, a, 1, 5, 10)
+	want := append(seq(0, 10), seq(100, 105)...)
+	if got := tableInts(t, catA, "lake.r", "i"); !slices.Equal(got, want) {
+		t.Fatalf("rows = %v, want %v", got, want)
+	}
+	tbl, _ := catA.LoadTable(ctx, "lake.r")
+	if n := len(tbl.Metadata().Snapshots()); n != 3 {
+		t.Fatalf("%d snapshots, want 3 (a0, b0, a1)", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -21,16 +22,38 @@ import (
 
 var crashKills = flag.Int("iceberg.kills", 1, "SIGKILLs per fault point (at its 2nd, 3rd, … hit in successive runs) in the crash tests")
 
-// buildCrashProg compiles internal/crashprog with the fault points. The
-// child is built without -race: it is the process being killed, and the
-// race detector would only slow each of its many runs.
+// crashProg compiles internal/crashprog with the fault points, once per
+// test binary (both crash tests share it), into a directory removed by
+// TestMain. The child is built without -race: it is the process being
+// killed, and the race detector would only slow each of its many runs.
+var crashProg = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "iceberg-crashprog-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "crashprog")
+	cmd := exec.Command("go", "build", "-tags", fault.Tag, "-o", bin, "github.com/onceflow/onceflow/iceberg/internal/crashprog")
+	var eb bytes.Buffer
+	cmd.Stderr = &eb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build crashprog: %v\n%s", err, eb.String())
+	}
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := crashProg(); err == nil && bin != "" {
+		_ = os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
 func buildCrashProg(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "crashprog")
-	cmd := exec.Command("go", "build", "-tags", fault.Tag, "-o", bin, "github.com/onceflow/onceflow/iceberg/internal/crashprog")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build crashprog: %v", err)
+	bin, err := crashProg()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -104,9 +127,11 @@ func (e crashEnv) open(t *testing.T, dbPath string) *Catalog {
 // checks through the catalog that the table holds every row exactly once.
 func TestCrashCounterToIceberg(t *testing.T) {
 	faulttest.Require(t)
+	t.Parallel()
 	bin := buildCrashProg(t)
 	for envName, mk := range map[string]func(*testing.T) crashEnv{"local": localEnv, "s3": s3Env} {
 		t.Run(envName, func(t *testing.T) {
+			t.Parallel()
 			for _, point := range crashPoints() {
 				t.Run(point, func(t *testing.T) {
 					e := mk(t)
@@ -132,9 +157,11 @@ func TestCrashCounterToIceberg(t *testing.T) {
 // Iceberg table (one snapshot per batch) into another.
 func TestCrashIcebergToIceberg(t *testing.T) {
 	faulttest.Require(t)
+	t.Parallel()
 	bin := buildCrashProg(t)
 	for envName, mk := range map[string]func(*testing.T) crashEnv{"local": localEnv, "s3": s3Env} {
 		t.Run(envName, func(t *testing.T) {
+			t.Parallel()
 			for _, point := range crashPoints() {
 				t.Run(point, func(t *testing.T) {
 					e := mk(t)

@@ -71,6 +71,8 @@ type Listener struct {
 	reg  prometheus.Registerer
 	addr string
 	rule HealthRule
+	// tasks is WithTasks' function, or nil.
+	tasks func() any
 
 	mu struct {
 		sync.Mutex

@@ -38,7 +38,16 @@ var (
 const (
 	partitions = 12
 	merchants  = 48
+	customers  = 30
 )
+
+// customerPartition is the repartition topic's partition of customer c-n
+// (workerprog's stage 1 writes n mod the partition count), and so which
+// stage-2 task owns its key.
+func customerPartition(key string) int32 {
+	n, _ := strconv.Atoi(strings.TrimPrefix(key, "c-"))
+	return int32(n % partitions)
+}
 
 // merchantPartition is where merchant m's payments go, and so which task
 // owns its settlement key.
@@ -97,6 +106,8 @@ func programs(t *testing.T) (broker, worker string) {
 type cluster struct {
 	t      *testing.T
 	prog   string
+	prefix string // of worker names
+	stage  string // workerprog's -stage
 	args   []string
 	env    []string
 	began  time.Time
@@ -139,7 +150,7 @@ type span struct {
 func (c *cluster) start() string {
 	c.t.Helper()
 	c.nextID++
-	name := fmt.Sprintf("w%d", c.nextID)
+	name := fmt.Sprintf("%s%d", c.prefix, c.nextID)
 	cmd := exec.Command(c.prog, append([]string{"-name", name}, c.args...)...)
 	cmd.Env = append(os.Environ(), c.env...)
 	out, err := cmd.StderrPipe()
@@ -346,25 +357,36 @@ type producer struct {
 	mu   sync.Mutex
 	sent [partitions]int64
 	n    int
+	// byCustomer is the sum of amount_cents per customer produced.
+	byCustomer map[string]int64
 }
 
 func (p *producer) burst(ctx context.Context, rng *rand.Rand, n int) error {
 	recs := make([]*kgo.Record, 0, n)
+	type sale struct {
+		customer string
+		amount   int64
+	}
+	sales := make([]sale, 0, n)
 	p.mu.Lock()
 	for range n {
 		m := rng.IntN(merchants)
 		key := fmt.Sprintf("m-%02d", m)
-		v, _ := json.Marshal(map[string]any{"payment_id": fmt.Sprint("p-", p.n), "merchant_id": key, "amount_cents": 1 + rng.IntN(10000)})
+		cust := fmt.Sprintf("c-%02d", rng.IntN(customers))
+		amount := 1 + rng.IntN(10000)
+		v, _ := json.Marshal(map[string]any{"payment_id": fmt.Sprint("p-", p.n), "merchant_id": key, "customer_id": cust, "amount_cents": amount})
 		p.n++
 		recs = append(recs, &kgo.Record{Topic: "payments", Partition: merchantPartition(key), Key: []byte(key), Value: v})
+		sales = append(sales, sale{cust, int64(amount)})
 	}
 	p.mu.Unlock()
 	if err := p.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	for _, r := range recs {
+	for i, r := range recs {
 		p.sent[r.Partition]++
+		p.byCustomer[sales[i].customer] += sales[i].amount
 	}
 	p.mu.Unlock()
 	return nil
@@ -383,71 +405,11 @@ func TestScaleOutKillsJoinsAndLeaves(t *testing.T) {
 	pgURL := testenv.PGURL(t)
 	brokerBin, workerBin := programs(t)
 	ctx := context.Background()
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -scaleout.seed=%d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x5ca1e))
-
-	// Kafka in its own process.
-	bcmd := exec.Command(brokerBin, "-topics", fmt.Sprintf("payments:%d,settlements:%d", partitions, partitions))
-	bout, err := bcmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bcmd.Stderr = os.Stderr
-	if err := bcmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bcmd.Process.Signal(syscall.SIGTERM); _ = bcmd.Wait() })
-	line, err := bufio.NewReader(bout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "kafka ") {
-		t.Fatalf("broker did not start: %q %v", line, err)
-	}
-	brokers := strings.TrimSpace(strings.TrimPrefix(line, "kafka "))
-
-	pool, err := postgres.Connect(ctx, pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	for _, ddl := range []string{
-		"CREATE TABLE onceflow_progress (job text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz NOT NULL, query_id text)",
-		"CREATE TABLE totals (merchant_id text NOT NULL PRIMARY KEY, amount_cents bigint, payments bigint, total_cents bigint, batch_id bigint)",
-	} {
-		if _, err := pool.Exec(ctx, ddl); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	cpURL := strings.Replace(loc.URL, "?", "/settle?", 1)
-	c := &cluster{t: t, prog: workerBin, env: loc.Env, began: time.Now(),
-		args:  []string{"-brokers", brokers, "-checkpoint", cpURL, "-pg", pgURL},
-		procs: map[string]*proc{}, owns: map[string]map[int32]bool{}, spans: map[int32][]span{}}
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	prod := &producer{cl: cl}
-	pctx, stopProducing := context.WithCancel(ctx)
-	var pwg sync.WaitGroup
-	var perr error
-	prng := rand.New(rand.NewPCG(seed+1, seed+2))
-	pwg.Go(func() {
-		for pctx.Err() == nil {
-			if err := prod.burst(ctx, prng, 120); err != nil {
-				perr = err
-				return
-			}
-			select {
-			case <-pctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	})
+	rng, seed := newRand(t)
+	brokers := startBroker(t, brokerBin, "payments", "settlements")
+	pool := pgTables(t, pgURL, "totals", "merchant_id")
+	c := newCluster(t, workerBin, "w", "settle", brokers, loc, pgURL)
+	prod, stopProducing := startProducer(t, brokers, seed)
 	defer stopProducing()
 
 	var figures []string
@@ -488,10 +450,6 @@ func TestScaleOutKillsJoinsAndLeaves(t *testing.T) {
 		c.procs[leaver].exited-left, c.resumedAfter(left, tasks)-left))
 
 	stopProducing()
-	pwg.Wait()
-	if perr != nil {
-		t.Fatalf("produce: %v", perr)
-	}
 	c.waitFor("every task to read all its payments", 60*time.Second, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -510,14 +468,120 @@ func TestScaleOutKillsJoinsAndLeaves(t *testing.T) {
 	}
 	t.Logf("%d payments, %d batches committed in %s", prod.n, len(c.commits), time.Since(c.began).Round(time.Second))
 
-	root, err := s3store.New(ctx, loc.Bucket, "settle", loc.Options)
+	root := c.root(ctx, loc)
+	checkCommitsOnce(t, c, root)
+	checkNoOverlap(t, c)
+	auditTasks(t, root, brokers, "payments", pool, merchantPartition, "merchant_id", "settlements", "totals")
+}
+
+func newRand(t *testing.T) (*rand.Rand, uint64) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -scaleout.seed=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x5ca1e)), seed
+}
+
+// startBroker runs brokerprog with the topics, 12 partitions each, and
+// returns its address.
+func startBroker(t *testing.T, bin string, topics ...string) string {
+	var spec []string
+	for _, tp := range topics {
+		spec = append(spec, fmt.Sprintf("%s:%d", tp, partitions))
+	}
+	bcmd := exec.Command(bin, "-topics", strings.Join(spec, ","))
+	bout, err := bcmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
-	checkCommitsOnce(t, c, root)
-	checkNoOverlap(t, c)
-	auditTasks(t, root, brokers, pool)
+	bcmd.Stderr = os.Stderr
+	if err := bcmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bcmd.Process.Signal(syscall.SIGTERM); _ = bcmd.Wait() })
+	line, err := bufio.NewReader(bout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "kafka ") {
+		t.Fatalf("broker did not start: %q %v", line, err)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(line, "kafka "))
+}
+
+// pgTables creates the progress table and the totals table keyed by key,
+// before any worker starts (workers of one process would race to create
+// them), and returns a pool on the test's schema.
+func pgTables(t *testing.T, pgURL, table, key string) *pgxpool.Pool {
+	ctx := context.Background()
+	pool, err := postgres.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	for _, ddl := range []string{
+		"CREATE TABLE onceflow_progress (job text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz NOT NULL, query_id text)",
+		"CREATE TABLE " + table + " (" + key + " text NOT NULL PRIMARY KEY, amount_cents bigint, payments bigint, total_cents bigint, batch_id bigint)",
+	} {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pool
+}
+
+// newCluster is the view of one stage's workers, named prefix1, prefix2, …,
+// with checkpoints under the bucket's folder named after the stage.
+func newCluster(t *testing.T, bin, prefix, stage, brokers string, loc testenv.S3Location, pgURL string) *cluster {
+	cpURL := strings.Replace(loc.URL, "?", "/"+stage+"?", 1)
+	return &cluster{t: t, prog: bin, prefix: prefix, stage: stage, env: loc.Env, began: time.Now(),
+		args:  []string{"-stage", stage, "-brokers", brokers, "-checkpoint", cpURL, "-pg", pgURL},
+		procs: map[string]*proc{}, owns: map[string]map[int32]bool{}, spans: map[int32][]span{}}
+}
+
+// root opens the stage's checkpoint root, closed when the test ends.
+func (c *cluster) root(ctx context.Context, loc testenv.S3Location) storage.Store {
+	root, err := s3store.New(ctx, loc.Bucket, c.stage, loc.Options)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = root.Close() })
+	return root
+}
+
+// startProducer produces payment bursts until the returned stop, which
+// waits for the producer and fails the test on a produce error.
+func startProducer(t *testing.T, brokers string, seed uint64) (*producer, func()) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	prod := &producer{cl: cl, byCustomer: map[string]int64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var perr error
+	prng := rand.New(rand.NewPCG(seed+1, seed+2))
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if err := prod.burst(context.Background(), prng, 120); err != nil {
+				perr = err
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+	var once sync.Once
+	return prod, func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			if perr != nil {
+				t.Errorf("produce: %v", perr)
+			}
+		})
+	}
 }
 
 // checkCommitsOnce checks, per task, that each committed batch was
@@ -602,22 +666,23 @@ func checkNoOverlap(t *testing.T, c *cluster) {
 	}
 }
 
-// auditTasks audits each task's checkpoint against both outputs, restricted
-// to the task's merchants.
-func auditTasks(t *testing.T, root storage.Store, brokers string, pool *pgxpool.Pool) {
+// auditTasks audits each task's checkpoint against both outputs (the
+// Kafka topic outTopic and the PostgreSQL table outTable), restricted to
+// the output keys whose partition (part) is the task's.
+func auditTasks(t *testing.T, root storage.Store, brokers, input string, pool *pgxpool.Pool, part func(string) int32, key, outTopic, outTable string) {
 	ctx := context.Background()
 	for p := range int32(partitions) {
-		keys := func(k string) bool { return merchantPartition(k) == p }
+		keys := func(k string) bool { return part(k) == p }
 		cp := storage.Sub(root, fmt.Sprintf("tasks/%d", p))
 		for _, out := range []struct {
 			name string
 			cfg  audit.Config
 		}{
-			{"kafka", audit.Config{Output: audit.KafkaOutput([]string{brokers}, "settlements"), OutputValue: "amount_cents", BatchColumn: "batch_id"}},
-			{"postgres", audit.Config{Output: audit.PostgresOutput(pool, "totals"), OutputValue: "total_cents"}},
+			{"kafka", audit.Config{Output: audit.KafkaOutput([]string{brokers}, outTopic), OutputValue: "amount_cents", BatchColumn: "batch_id"}},
+			{"postgres", audit.Config{Output: audit.PostgresOutput(pool, outTable), OutputValue: "total_cents"}},
 		} {
 			cfg := out.cfg
-			cfg.Checkpoint, cfg.Input, cfg.Key, cfg.Value, cfg.Keys = cp, audit.KafkaInput([]string{brokers}, "payments"), "merchant_id", "amount_cents", keys
+			cfg.Checkpoint, cfg.Input, cfg.Key, cfg.Value, cfg.Keys = cp, audit.KafkaInput([]string{brokers}, input), key, "amount_cents", keys
 			rep, err := audit.Run(ctx, cfg)
 			if err != nil {
 				t.Fatalf("audit task %d %s: %v", p, out.name, err)
@@ -626,7 +691,7 @@ func auditTasks(t *testing.T, root storage.Store, brokers string, pool *pgxpool.
 				b, _ := json.MarshalIndent(rep, "", "  ")
 				t.Errorf("audit task %d %s: %d differences:\n%s", p, out.name, rep.Differences(), b)
 			} else if p == 0 {
-				t.Logf("audit task 0 %s: %d keys match, %d input rows, batch %d", out.name, rep.Matching, rep.InputRows, rep.MatchedBatch)
+				t.Logf("audit %s task 0 %s: %d keys match, %d input rows, batch %d", input, out.name, rep.Matching, rep.InputRows, rep.MatchedBatch)
 			}
 		}
 	}

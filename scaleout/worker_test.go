@@ -2,8 +2,10 @@ package scaleout_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/onceflow/onceflow/internal/kafkadev"
 	"github.com/onceflow/onceflow/internal/testenv"
 	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/monitor"
 	"github.com/onceflow/onceflow/scaleout"
 	"github.com/onceflow/onceflow/source/kafka"
 	"github.com/onceflow/onceflow/storage"
@@ -39,9 +42,11 @@ type fixture struct {
 	sent  int
 
 	mu      sync.Mutex
-	running map[int32]string // task → worker running its query now
+	mon     *monitor.Listener // task 0's, with the status server of its worker
+	running map[int32]string  // task → worker running its query now
 	overlap []string
 	events  []string
+	workers map[string]func(*scaleout.Worker) // hands each build its worker
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -51,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, c: c, root: root, dir: dir, running: map[int32]string{},
+	f := &fixture{t: t, c: c, root: root, dir: dir, running: map[int32]string{}, workers: map[string]func(*scaleout.Worker){},
 		cl: testenv.KafkaClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))}
 	for i := range f.sinks {
 		f.sinks[i] = memsink.New(fmt.Sprint("task-", i))
@@ -76,17 +81,29 @@ func (f *fixture) produce(n int) {
 // build is the query definition every worker runs: each task's records,
 // as they are, into its memory sink.
 func (f *fixture) build(worker string) scaleout.BuildFunc {
+	var w *scaleout.Worker
+	f.mu.Lock()
+	f.workers[worker] = func(ws *scaleout.Worker) { w = ws }
+	f.mu.Unlock()
 	return func(ctx context.Context, t scaleout.Task) (scaleout.Query, func() error, error) {
+		var extra []engine.Option
+		if t.Partition == 0 {
+			mon := monitor.New(monitor.WithStatusServer("127.0.0.1:0"), monitor.WithTasks(func() any { return w.Tasks() }))
+			f.mu.Lock()
+			f.mon = mon
+			f.mu.Unlock()
+			extra = append(extra, engine.WithListener(mon))
+		}
 		src, err := kafka.New(kafka.WithBrokers(f.c.Addrs()...), kafka.WithTopics("pay"), kafka.WithPartitions(t.Partition))
 		if err != nil {
 			return nil, nil, err
 		}
-		q, err := engine.NewQuery(engine.ReadStream(src),
+		q, err := engine.NewQuery(engine.ReadStream(src), append([]engine.Option{
 			engine.WithName(t.Name("pay")),
 			engine.WithCheckpoint(t.Checkpoint(f.root)),
 			engine.WithSink(f.sinks[t.Partition]),
-			engine.WithTrigger(engine.Every(20*time.Millisecond)),
-		)
+			engine.WithTrigger(engine.Every(20 * time.Millisecond)),
+		}, extra...)...)
 		if err != nil {
 			_ = src.Close()
 			return nil, nil, err
@@ -137,6 +154,9 @@ func (f *fixture) start(name string, extra ...scaleout.Option) (*scaleout.Worker
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.mu.Lock()
+	f.workers[name](w)
+	f.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -218,6 +238,7 @@ func TestWorkersShareTasksAndMoveThemWithoutOverlap(t *testing.T) {
 	}
 	_ = lock.Close() // the previous owner goes away
 	f.waitFor("worker a to own 4 tasks and catch up", func() bool { return len(a.Tasks()) == parts && f.caughtUp() })
+	f.checkStatusTasks(parts)
 
 	b, stopB := f.start("b")
 	f.waitFor("2 tasks each", func() bool { n := owned(a, b); return n[0] == 2 && n[1] == 2 })
@@ -226,6 +247,12 @@ func TestWorkersShareTasksAndMoveThemWithoutOverlap(t *testing.T) {
 
 	stopA()
 	f.waitFor("worker b to own 4 tasks", func() bool { return len(b.Tasks()) == parts })
+	f.waitFor("task 0's status server on b", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.mon != nil && f.mon.StatusAddr() != ""
+	})
+	f.checkStatusTasks(parts)
 	f.produce(25)
 	f.waitFor("b to catch up", f.caughtUp)
 	stopB()
@@ -264,5 +291,34 @@ func TestNewWorkerRefusesBadOptions(t *testing.T) {
 	}
 	if _, err := scaleout.NewWorker(nil, scaleout.WithBrokers("x:1"), scaleout.WithGroup("g"), scaleout.WithTopic("t")); !errors.Is(err, scaleout.ErrConfig) {
 		t.Errorf("nil build: err = %v, want ErrConfig", err)
+	}
+}
+
+// checkStatusTasks reads /status of task 0's query and checks that it
+// lists the n tasks its worker owns, running.
+func (f *fixture) checkStatusTasks(n int) {
+	f.t.Helper()
+	f.mu.Lock()
+	addr := f.mon.StatusAddr()
+	f.mu.Unlock()
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Name  string                `json:"name"`
+		Tasks []scaleout.TaskStatus `json:"tasks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		f.t.Fatal(err)
+	}
+	if st.Name != "pay-t0" || len(st.Tasks) != n {
+		f.t.Fatalf("/status of task 0: name %q, tasks %+v; want pay-t0 and %d tasks", st.Name, st.Tasks, n)
+	}
+	for _, ts := range st.Tasks {
+		if ts.State != "running" {
+			f.t.Errorf("/status lists task %s %s, want running", ts.ID, ts.State)
+		}
 	}
 }

@@ -123,7 +123,9 @@ func TestRepartitionKillsAndAudit(t *testing.T) {
 		checkCommitsOnce(t, c, root)
 		checkNoOverlap(t, c)
 	}
-	auditTasks(t, s2.root(ctx, loc), brokers, "by-customer", pool, customerPartition, "customer_id", "customer-totals", "customer_totals")
+	root2 := s2.root(ctx, loc)
+	checkProgressRows(t, root2, pool, "customers")
+	auditTasks(t, root2, brokers, "by-customer", pool, customerPartition, "customer_id", "customer-totals", "customer_totals")
 	checkEndToEnd(t, ctx, brokers, pool, prod)
 }
 

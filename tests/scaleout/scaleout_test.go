@@ -471,7 +471,43 @@ func TestScaleOutKillsJoinsAndLeaves(t *testing.T) {
 	root := c.root(ctx, loc)
 	checkCommitsOnce(t, c, root)
 	checkNoOverlap(t, c)
+	checkProgressRows(t, root, pool, "settle")
 	auditTasks(t, root, brokers, "payments", pool, merchantPartition, "merchant_id", "settlements", "totals")
+}
+
+// checkProgressRows checks that each task has its own PostgreSQL progress
+// row (job <stage>-t<p>), at the task's last committed batch.
+func checkProgressRows(t *testing.T, root storage.Store, pool *pgxpool.Pool, stage string) {
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, "SELECT job, batch_id FROM onceflow_progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for rows.Next() {
+		var job string
+		var b int64
+		if err := rows.Scan(&job, &b); err != nil {
+			t.Fatal(err)
+		}
+		got[job] = b
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != partitions {
+		t.Errorf("progress rows %v, want one per task (%d)", got, partitions)
+	}
+	for p := range partitions {
+		ids, err := checkpoint.NewReader(storage.Sub(root, fmt.Sprintf("tasks/%d", p))).CommitIDs(ctx)
+		if err != nil || len(ids) == 0 {
+			t.Fatalf("task %d commits: %v %v", p, ids, err)
+		}
+		job := fmt.Sprintf("%s-t%d", stage, p)
+		if b, ok := got[job]; !ok || b != ids[len(ids)-1] {
+			t.Errorf("progress row of %s: batch %d (present %v), want the task's last commit %d", job, b, ok, ids[len(ids)-1])
+		}
+	}
 }
 
 func newRand(t *testing.T) (*rand.Rand, uint64) {

@@ -39,6 +39,10 @@ type op struct {
 	// the engine refuses.
 	items    []item
 	stateful *Operator
+	// watermark is set on the source's WithWatermark, which a query
+	// without a stateful operator leaves out (it would only force the
+	// time column to the output).
+	watermark bool
 }
 
 type item struct {
@@ -190,7 +194,7 @@ func (c *compiler) start(src *sourceDef) *compiled {
 	}
 	if src.wm != nil {
 		wm := *src.wm
-		q.ops = append(q.ops, op{desc: fmt.Sprintf("watermark %s - %s", wm.col, wm.delay), at: src.at, apply: func(s *engine.Stream) *engine.Stream { return s.WithWatermark(wm.col, wm.delay) }})
+		q.ops = append(q.ops, op{watermark: true, desc: fmt.Sprintf("watermark %s - %s", wm.col, wm.delay), at: src.at, apply: func(s *engine.Stream) *engine.Stream { return s.WithWatermark(wm.col, wm.delay) }})
 	}
 	return q
 }
@@ -630,6 +634,9 @@ func firstTargetLoc(sel *pg.SelectStmt, fallback int32) int32 {
 
 func sortLoc(n *pg.Node) int32 {
 	if sb := n.GetSortBy(); sb != nil {
+		if l := exprLoc(sb.Node); l >= 0 {
+			return l
+		}
 		return sb.Location
 	}
 	return -1

@@ -353,6 +353,9 @@ func (c *compiler) createSink(vs *pg.ViewStmt, cfg config) (*Sink, error) {
 			s.Operators = append(s.Operators, *o.stateful)
 		}
 	}
+	if len(s.Operators) == 0 {
+		q.ops = slices.DeleteFunc(q.ops, func(o op) bool { return o.watermark })
+	}
 	if err := checkSinkOptions(c, s); err != nil {
 		return nil, err
 	}
@@ -450,10 +453,10 @@ type nopStore struct{}
 
 var errPlanning = errors.New("sql: planning stand-in")
 
-func (nopStore) PutIfAbsent(context.Context, string, []byte) error            { return errPlanning }
-func (nopStore) Put(context.Context, string, []byte) error                    { return errPlanning }
-func (nopStore) Get(context.Context, string) ([]byte, error)                  { return nil, errPlanning }
-func (nopStore) List(context.Context, string) ([]storage.ObjectInfo, error)   { return nil, errPlanning }
-func (nopStore) Delete(context.Context, ...string) error                      { return errPlanning }
-func (nopStore) URL() string                                                  { return "planning://" }
-func (nopStore) Close() error                                                 { return nil }
+func (nopStore) PutIfAbsent(context.Context, string, []byte) error          { return errPlanning }
+func (nopStore) Put(context.Context, string, []byte) error                  { return errPlanning }
+func (nopStore) Get(context.Context, string) ([]byte, error)                { return nil, errPlanning }
+func (nopStore) List(context.Context, string) ([]storage.ObjectInfo, error) { return nil, errPlanning }
+func (nopStore) Delete(context.Context, ...string) error                    { return errPlanning }
+func (nopStore) URL() string                                                { return "planning://" }
+func (nopStore) Close() error                                               { return nil }

@@ -27,8 +27,8 @@ const watermarkConstraint = "onceflow_watermark"
 // rewritten is the text PostgreSQL parses and the way back.
 type rewritten struct {
 	text     string
-	segs     []segment // sorted by at
-	lines    []int     // offsets of line starts in the user's text
+	segs     []segment    // sorted by at
+	lines    []int        // offsets of line starts in the user's text
 	sources  map[int]bool // user offsets of the names after CREATE SOURCE
 	sinks    map[int]bool // ... after CREATE SINK
 	hints    []hint

@@ -538,6 +538,17 @@ func (c *compiler) compileAggregate(sel *pg.SelectStmt, q *compiled, win *window
 	} else {
 		apply = func(s *engine.Stream) *engine.Stream { return s.GroupBy(keysCopy...).ID(id).Agg(aggs...) }
 	}
+	if len(keysCopy) == 0 && (win == nil || win.kind == "session") {
+		// The engine groups by at least one key column: a global
+		// aggregate groups by a constant. (Over no input at all it
+		// outputs no row, where a batch SQL engine outputs one.)
+		name := "_all"
+		for slices.Contains(q.cols, name) {
+			name = "_" + name
+		}
+		keysCopy = []string{name}
+		q.ops = append(q.ops, op{desc: "constant group key " + name, at: c.userAt(firstTargetLoc(sel, at)), apply: func(s *engine.Stream) *engine.Stream { return s.WithColumn(name, batch.Lit(true)) }})
+	}
 	opKeys := slices.Clone(keys)
 	if win != nil {
 		opKeys = append([]string{win.w.String()}, opKeys...)

@@ -31,7 +31,7 @@ import (
 var (
 	sourceConnectors = "kafka, files or rate"
 	sinkConnectors   = "kafka, files, postgres or console"
-	commonSinkOpts   = []string{"connector", "trigger", "output_mode", "checkpoint", "state_partitions"}
+	commonSinkOpts   = []string{"connector", "trigger", "output_mode", "checkpoint", "state_partitions", "min_batches_to_retain", "snapshot_every"}
 )
 
 // sourceSchema is the schema the source emits: for kafka, its metadata
@@ -515,6 +515,8 @@ func (p *Program) Open(ctx context.Context, sink string, opts ...Option) (*Query
 		engine.WithOutputMode(s.Mode),
 		engine.WithTrigger(s.Trigger),
 		engine.WithStatePartitions(s.Partitions),
+		engine.WithMinBatchesToRetain(int(s.retain)),
+		engine.WithSnapshotEvery(int(s.snapshotEvery)),
 		engine.WithLogger(cfg.logger),
 	}
 	if g, ok := out.(engine.GuaranteeReporter); ok && g.Guarantee() == engine.AtLeastOnce {

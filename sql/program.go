@@ -100,6 +100,9 @@ type Sink struct {
 	Line, Col int
 	at        int
 	opts      *options
+	// retain and snapshotEvery are the engine's WithMinBatchesToRetain
+	// and WithSnapshotEvery.
+	retain, snapshotEvery int64
 	q         *compiled
 }
 
@@ -338,6 +341,12 @@ func (c *compiler) createSink(vs *pg.ViewStmt, cfg config) (*Sink, error) {
 		return nil, err
 	}
 	s.Partitions = int(p)
+	if s.retain, err = opts.int64("min_batches_to_retain", engine.DefaultMinBatchesToRetain); err != nil {
+		return nil, err
+	}
+	if s.snapshotEvery, err = opts.int64("snapshot_every", engine.DefaultSnapshotEvery); err != nil {
+		return nil, err
+	}
 	c.sink, c.nState = name, 0
 	sel := vs.Query.GetSelectStmt()
 	if sel == nil {

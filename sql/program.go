@@ -103,7 +103,7 @@ type Sink struct {
 	// retain and snapshotEvery are the engine's WithMinBatchesToRetain
 	// and WithSnapshotEvery.
 	retain, snapshotEvery int64
-	q         *compiled
+	q                     *compiled
 }
 
 // Sinks lists the sinks in the order of the file.

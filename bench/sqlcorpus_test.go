@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -238,8 +237,6 @@ func duckRows(ctx context.Context, d *duck, q string) ([][]any, error) {
 	}
 	return out, rs.Err()
 }
-
-var _ = sql.ErrNoRows
 
 // canon renders rows as sorted strings with one spelling per value: whole
 // numbers as integers, floats to 9 significant digits, times in UTC.

@@ -1,7 +1,6 @@
 package sql
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -721,5 +720,3 @@ func exprLoc(n *pg.Node) int32 {
 	}
 	return -1
 }
-
-var errNoConst = errors.New("not a constant")

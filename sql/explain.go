@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/onceflow/onceflow/checkpoint"
@@ -43,13 +44,13 @@ func (p *Program) Explain(ctx context.Context, w io.Writer, root string) error {
 		if err != nil {
 			fmt.Fprintf(w, "  checkpoint:  none given (-checkpoint-root or the checkpoint option)\n")
 		} else {
-			fmt.Fprintf(w, "  checkpoint:  %s\n", storage.Redact(loc))
+			fmt.Fprintf(w, "  checkpoint:  %s\n", p.scrub(storage.Redact(loc)))
 		}
 		src := s.q.src
 		fmt.Fprintf(w, "  source %s:   %s (%s)\n", src.name, src.connector, src.opts)
 		fmt.Fprintf(w, "    columns:   %s\n", fieldList(src.schema))
 		if loc != "" && err == nil {
-			fmt.Fprintf(w, "    committed: %s\n", p.committed(ctx, loc))
+			fmt.Fprintf(w, "    committed: %s\n", p.scrub(p.committed(ctx, loc)))
 		}
 		fmt.Fprintf(w, "  steps:\n")
 		for j, o := range s.q.ops {
@@ -103,4 +104,34 @@ func (p *Program) committed(ctx context.Context, loc string) string {
 		parts = append(parts, fmt.Sprintf("%s up to %s", so.Description, so.End))
 	}
 	return fmt.Sprintf("batch %d, %s", id, strings.Join(parts, "; "))
+}
+
+// Redact masks in s every secret option value of the program (see
+// IsSecretOption and ${ENV}): for text the program did not write itself,
+// such as a runtime error naming a source by its description.
+func (p *Program) Redact(s string) string { return p.scrub(s) }
+
+// scrub masks every secret option value of the program in s: text read
+// back from a checkpoint (a source's description) may hold one.
+func (p *Program) scrub(s string) string {
+	var secrets []string
+	add := func(o *options) {
+		for _, v := range o.vals {
+			if v.secret && len(v.v) >= 3 {
+				secrets = append(secrets, v.v)
+			}
+		}
+	}
+	for _, src := range p.sources {
+		add(src.opts)
+	}
+	for _, sk := range p.sinks {
+		add(sk.opts)
+	}
+	// longest first, so a secret that contains another is masked whole
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range secrets {
+		s = strings.ReplaceAll(s, v, "***")
+	}
+	return s
 }

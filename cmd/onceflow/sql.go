@@ -85,6 +85,7 @@ func runSQL(ctx context.Context, path string, o sqlRunOptions, stdout io.Writer)
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	stdout = &lockedWriter{w: stdout} // the queries print side by side
 	p, err := compileSQLFile(path, o.root, o.trigger, sql.WithLogger(logger), sql.WithOutput(stdout))
 	if err != nil {
 		return err
@@ -122,11 +123,11 @@ func runSQL(ctx context.Context, path string, o sqlRunOptions, stdout io.Writer)
 			extra = append(extra, sql.WithEngineOptions(engine.WithListener(m)))
 		}
 		extra = append(extra, sql.WithEngineOptions(engine.WithProgressListener(func(pr engine.Progress) {
-			fmt.Fprintf(os.Stderr, "onceflow run: %s: batch %d, %d rows in\n", s.Name, pr.BatchID, pr.NumInputRows)
+			fmt.Fprintf(stdout, "progress: %s: batch %d, %d rows in, %d rows out, %d ms\n", s.Name, pr.BatchID, pr.NumInputRows, sinkRows(pr), pr.BatchDurationMs)
 		})))
 		q, err := p.Open(runCtx, s.Name, extra...)
 		if err != nil {
-			return err
+			return &redactedError{msg: p.Redact(err.Error()), err: err}
 		}
 		queries = append(queries, q)
 	}
@@ -137,7 +138,7 @@ func runSQL(ctx context.Context, path string, o sqlRunOptions, stdout io.Writer)
 		case <-stopped:
 			return
 		}
-		fmt.Fprintln(os.Stderr, "onceflow run: stopping after the batches in flight; signal again to abort them")
+		fmt.Fprintln(stdout, "onceflow run: stopping after the batches in flight; signal again to abort them")
 		for _, q := range queries {
 			q.Stop()
 		}
@@ -176,22 +177,55 @@ func runSQL(ctx context.Context, path string, o sqlRunOptions, stdout io.Writer)
 					}
 					waitBriefly(runCtx)
 				}
-				fmt.Fprintf(os.Stderr, "onceflow run: %s: status on http://%s/\n", sinks[i].Name, m.StatusAddr())
+				fmt.Fprintf(stdout, "onceflow run: %s: status on http://%s/\n", sinks[i].Name, m.StatusAddr())
 			}
 		}()
 	}
 	wg.Wait()
 	close(stopped)
 	err = errors.Join(errs...)
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("aborted by a second signal: %w", err)
+	if err == nil {
+		return nil
 	}
-	return err
+	if errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("aborted by a second signal: %w", err)
+	}
+	return &redactedError{msg: p.Redact(err.Error()), err: err}
 }
+
+// redactedError is err with the SQL file's secret values masked in its
+// message.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 func waitBriefly(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(20 * time.Millisecond):
 	}
+}
+
+// lockedWriter serializes the writes of queries running side by side.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func sinkRows(p engine.Progress) int64 {
+	var n int64
+	for _, s := range p.Sinks {
+		n += s.NumOutputRows
+	}
+	return n
 }

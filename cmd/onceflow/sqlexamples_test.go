@@ -214,3 +214,35 @@ func TestSQLExampleSettlements(t *testing.T) {
 		}
 	}
 }
+
+// onceflow run stops after the batch in flight when its context ends (the
+// first SIGTERM), exit 0; explain then shows the committed offsets.
+func TestSQLRunStopsOnSignalAndExplainShowsOffsets(t *testing.T) {
+	in, table, root := t.TempDir(), t.TempDir(), t.TempDir()
+	t.Setenv("LAKE_INPUT", in)
+	t.Setenv("LAKE_TABLE", table)
+	writePaymentFiles(t, in, 0, makePayments(0, 100, 3), 50)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "-trigger", "100ms", "-checkpoint-root", root, exampleSQL("lake.sql")}, &stdout, &stderr)
+	}()
+	waitFor(t, &stdout, "progress: lake: batch 0, 100 rows in", done)
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after the signal: %s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not stop within 15s of the signal")
+	}
+	code, out, errOut := runCLI(context.Background(), "explain", "-checkpoint-root", root, exampleSQL("lake.sql"))
+	if code != 0 {
+		t.Fatalf("explain: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "committed: batch 0, files[") || strings.Contains(out, in) {
+		t.Fatalf("explain shows no committed offsets, or shows the secret input path:\n%s", out)
+	}
+}

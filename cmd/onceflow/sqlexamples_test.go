@@ -226,9 +226,10 @@ func TestSQLRunStopsOnSignalAndExplainShowsOffsets(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"run", "-trigger", "100ms", "-checkpoint-root", root, exampleSQL("lake.sql")}, &stdout, &stderr)
+		done <- run(ctx, []string{"run", "-trigger", "100ms", "-status", "127.0.0.1:0", "-checkpoint-root", root, exampleSQL("lake.sql")}, &stdout, &stderr)
 	}()
 	waitFor(t, &stdout, "progress: lake: batch 0, 100 rows in", done)
+	waitFor(t, &stdout, "onceflow run: lake: status on http://127.0.0.1:", done)
 	cancel()
 	select {
 	case code := <-done:

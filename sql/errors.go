@@ -12,7 +12,8 @@ var ErrUnsupported = errors.New("sql: unsupported")
 // Error is a planning error at a place in the SQL text: a syntax error, an
 // unsupported construct, an unknown name or a type error. Line and Col are
 // 1-based and count bytes from the start of the user's text (before any
-// rewriting); File is the name given with WithFile, or empty.
+// rewriting); Col counts characters, not bytes. File is the name given with
+// WithFile, or empty.
 type Error struct {
 	File      string
 	Line, Col int

@@ -136,8 +136,8 @@ func Compile(text string, opts ...Option) (*Program, error) {
 	if err != nil {
 		loc := -1
 		var perr *parser.Error
-		if errors.As(err, &perr) {
-			loc = perr.Cursorpos - 1
+		if errors.As(err, &perr) && perr.Cursorpos > 0 {
+			loc = charToByte(r.text, perr.Cursorpos-1)
 		}
 		c := &compiler{r: r, file: cfg.file}
 		return nil, c.errAt(int32(loc), false, "syntax: %s", err.Error())

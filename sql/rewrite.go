@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"github.com/pganalyze/pg_query_go/v6/parser"
@@ -65,7 +66,21 @@ func (r *rewritten) lineCol(o int) (line, col int) {
 	if i < 0 {
 		i = 0
 	}
-	return i + 1, o - r.lines[i] + 1
+	o = min(o, len(r.original))
+	return i + 1, utf8.RuneCountInString(r.original[r.lines[i]:o]) + 1
+}
+
+// charToByte turns a 0-based character index into text (PostgreSQL's
+// error cursor counts characters) into a byte offset.
+func charToByte(text string, chars int) int {
+	n := 0
+	for b := range text {
+		if n == chars {
+			return b
+		}
+		n++
+	}
+	return len(text)
 }
 
 func upperTok(text string, t *pg.ScanToken) string {
@@ -183,7 +198,7 @@ func (r *rewritten) scanError(err error) error {
 	var pe *parser.Error
 	o := 0
 	if errors.As(err, &pe) && pe.Cursorpos > 0 {
-		o = pe.Cursorpos - 1
+		o = charToByte(r.original, pe.Cursorpos-1)
 	}
 	l, c := r.lineCol(o)
 	return &Error{Line: l, Col: c, Msg: "syntax: " + err.Error()}

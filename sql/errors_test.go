@@ -42,11 +42,11 @@ func TestErrorsNameLineAndColumn(t *testing.T) {
 		"duplicate operator id":      {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='update') AS\nSELECT /*+ id('x') */ k, count(*) AS n FROM (SELECT /*+ id('x') */ DISTINCT k, v FROM p) AS d GROUP BY k;", "5:23", `operator id "x" is used at line 5:77 too`, false},
 		"bad hint":                   {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT /*+ uid('x') */ k FROM p;", "5:8", "the supported hint is /*+ id('operator-id') */", true},
 		"current_timestamp":          {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k, now() AS t FROM p;", "5:11", "function now is not supported", true},
-		"watermark interval": {"CREATE SOURCE s (k text, ts timestamp,\n  WATERMARK FOR ts AS ts - INTERVAL '3 fortnights')\n  WITH (connector='files', path='/x');", "2:37", `unknown unit "fortnights"`, false},
-		"watermark expression": {"CREATE SOURCE s (k text, ts timestamp,\n  WATERMARK FOR ts AS ts + INTERVAL '3 seconds')\n  WITH (connector='files', path='/x');", "2:23", "the watermark expression must be ts - INTERVAL", true},
-		"watermark column": {"CREATE SOURCE s (k text, ts timestamp,\n  WATERMARK FOR k AS k)\n  WITH (connector='files', path='/x');", "2:17", "the column is utf8, not a timestamp", false},
-		"syntax after unicode": {"-- prix en €, données\nCREATE SOURCE s (k text) WITH (connector='files', path='/x');\nCREATE SINK o WITH (connector='console') AS SELECT k FROM s WHERE;", "3:66", "syntax error", false},
-		"column after unicode": {"CREATE SOURCE s (k text) WITH (connector='files', path='/x');\nCREATE SINK o WITH (connector='console') AS SELECT 'é' AS e, nope FROM s;", "2:62", `column "nope" does not exist`, false},
+		"watermark interval":         {"CREATE SOURCE s (k text, ts timestamp,\n  WATERMARK FOR ts AS ts - INTERVAL '3 fortnights')\n  WITH (connector='files', path='/x');", "2:37", `unknown unit "fortnights"`, false},
+		"watermark expression":       {"CREATE SOURCE s (k text, ts timestamp,\n  WATERMARK FOR ts AS ts + INTERVAL '3 seconds')\n  WITH (connector='files', path='/x');", "2:23", "the watermark expression must be ts - INTERVAL", true},
+		"watermark column":           {"CREATE SOURCE s (k text, ts timestamp,\n  WATERMARK FOR k AS k)\n  WITH (connector='files', path='/x');", "2:17", "the column is utf8, not a timestamp", false},
+		"syntax after unicode":       {"-- prix en €, données\nCREATE SOURCE s (k text) WITH (connector='files', path='/x');\nCREATE SINK o WITH (connector='console') AS SELECT k FROM s WHERE;", "3:66", "syntax error", false},
+		"column after unicode":       {"CREATE SOURCE s (k text) WITH (connector='files', path='/x');\nCREATE SINK o WITH (connector='console') AS SELECT 'é' AS e, nope FROM s;", "2:62", `column "nope" does not exist`, false},
 		"like pattern":               {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM p WHERE k LIKE 'a_c';", "5:30", "the supported patterns", true},
 	}
 	for name, tc := range cases {

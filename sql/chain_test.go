@@ -69,3 +69,49 @@ GROUP BY n;`
 		t.Fatalf("err = %v, want %s…", err, want)
 	}
 }
+
+// RANK() OVER … with WHERE rank <= N compiles to the engine's Top: the
+// top rows of each window, ties kept, emitted when the watermark closes
+// the window.
+func TestRunTopN(t *testing.T) {
+	in := t.TempDir()
+	writeLines(t, in, "a.json",
+		`{"k":"a","v":1,"ts":"2026-11-30T10:00:01Z"}`,
+		`{"k":"a","v":2,"ts":"2026-11-30T10:00:02Z"}`,
+		`{"k":"b","v":5,"ts":"2026-11-30T10:00:03Z"}`,
+		`{"k":"c","v":1,"ts":"2026-11-30T10:00:04Z"}`,
+		`{"k":"c","v":1,"ts":"2026-11-30T10:00:05Z"}`,
+		`{"k":"a","v":7,"ts":"2026-11-30T10:01:03Z"}`,
+		`{"k":"c","v":1,"ts":"2026-11-30T10:05:00Z"}`,
+	)
+	text := fmt.Sprintf(`
+CREATE SOURCE p (k text, v bigint, ts timestamp, WATERMARK FOR ts AS ts - INTERVAL '10 seconds')
+  WITH (connector = 'files', path = '%s');
+CREATE SINK hot WITH (connector = 'console', output_mode = 'append') AS
+SELECT window_start, k, n FROM (
+  SELECT *, RANK() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rk
+  FROM (SELECT window_start, window_end, k, count(*) AS n
+        FROM TUMBLE(p, ts, INTERVAL '1 minute') GROUP BY window_start, window_end, k) AS c
+) AS r WHERE rk <= 1;
+`, in)
+	p, err := Compile(text, WithTrigger(engine.AvailableNow()), WithCheckpointRoot(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops := p.Sink("hot").Operators; len(ops) != 2 || ops[1].Kind != "top" || ops[1].ID != "hot-top-2" {
+		t.Fatalf("operators %+v", ops)
+	}
+	out := memsink.New("out")
+	q, err := p.Open(context.Background(), "hot", WithSink(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := "[[2026-11-30 10:00:00 +0000 UTC a 2] [2026-11-30 10:00:00 +0000 UTC c 2] [2026-11-30 10:01:00 +0000 UTC a 1]]"
+	if got := fmt.Sprint(sortRows(out.All())); got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}

@@ -66,6 +66,9 @@ type compiled struct {
 	src  *sourceDef
 	ops  []op
 	cols []string
+	// top is a RANK() column of this block waiting for the enclosing
+	// block's WHERE (see topn.go).
+	top *pendingTop
 }
 
 type compiler struct {
@@ -125,6 +128,26 @@ func (c *compiler) compileSelect(sel *pg.SelectStmt, at int32) (*compiled, error
 	q, win, err := c.compileFrom(sel.FromClause[0])
 	if err != nil {
 		return nil, err
+	}
+	if q.top != nil {
+		if err := c.applyTop(q, sel.WhereClause); err != nil {
+			return nil, err
+		}
+		sel = shallowWithoutWhere(sel)
+	}
+	if rt, fc := rankTarget(sel); rt != nil {
+		if win != nil {
+			return nil, c.errAt(fc.Location, true, "RANK() OVER beside %s: aggregate the windows in a subquery, then rank its rows", strings.ToUpper(win.kind))
+		}
+		if sel.WhereClause != nil {
+			sc := &scope{c: c, cols: q.cols}
+			e, err := sc.expr(sel.WhereClause)
+			if err != nil {
+				return nil, err
+			}
+			q.ops = append(q.ops, op{desc: "where " + e.String(), at: c.userAt(exprLoc(sel.WhereClause)), apply: func(s *engine.Stream) *engine.Stream { return s.Where(e) }})
+		}
+		return c.compileRank(sel, q, at, rt, fc)
 	}
 	if sel.WhereClause != nil {
 		sc := &scope{c: c, cols: q.cols}
@@ -719,4 +742,12 @@ func exprLoc(n *pg.Node) int32 {
 		return n.GetSqlvalueFunction().Location
 	}
 	return -1
+}
+
+// shallowWithoutWhere is sel without its WHERE (consumed by a top-N).
+func shallowWithoutWhere(sel *pg.SelectStmt) *pg.SelectStmt {
+	n := &pg.SelectStmt{}
+	n.DistinctClause, n.TargetList, n.FromClause, n.GroupClause, n.HavingClause = sel.DistinctClause, sel.TargetList, sel.FromClause, sel.GroupClause, sel.HavingClause
+	n.Op = sel.Op
+	return n
 }

@@ -21,7 +21,8 @@
 //     after ${ENV} substitution (an unset variable is an error).
 //  3. CREATE SINK: the SELECT becomes steps on engine.Stream: WithWatermark
 //     (from the source), Where, GroupBy/GroupByWindow + Agg, Where (HAVING),
-//     WithBatchIDColumn (batch_id()), Select, DropDuplicates (DISTINCT). A
+//     WithBatchIDColumn (batch_id()), Select, DropDuplicates (DISTINCT),
+//     GroupBy + Top (RANK() OVER … filtered by WHERE rank <= N). A
 //     subquery in FROM adds its steps first, so a query may chain several
 //     stateful operators where the engine allows it.
 //  4. Each sink's plan is checked by engine.NewQuery over a stand-in source
@@ -37,7 +38,7 @@
 // A stateful operator's id names its state folder. It is the hint
 // /*+ id('name') */ written right after the SELECT keyword of its query
 // block, or else <sink>-<kind>-<n>, where kind is aggregate, window,
-// session or dedup and n counts the sink's stateful operators from the
+// session, dedup or top and n counts the sink's stateful operators from the
 // source. The rule does not depend on the text, so editing stateless parts
 // of a query (a filter, a projection) keeps its state.
 //

@@ -356,6 +356,9 @@ func (c *compiler) createSink(vs *pg.ViewStmt, cfg config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	if q.top != nil {
+		return nil, c.errAt(q.top.at, true, "RANK() OVER needs an enclosing SELECT … FROM (…) WHERE %s <= N: the top N rows per group", q.top.rank)
+	}
 	s.q = q
 	for _, o := range q.ops {
 		if o.stateful != nil {

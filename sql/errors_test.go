@@ -47,8 +47,8 @@ func TestErrorsNameLineAndColumn(t *testing.T) {
 		"watermark column":           {"CREATE SOURCE s (k text, ts timestamp,\n  WATERMARK FOR k AS k)\n  WITH (connector='files', path='/x');", "2:17", "the column is utf8, not a timestamp", false},
 		"syntax after unicode":       {"-- prix en €, données\nCREATE SOURCE s (k text) WITH (connector='files', path='/x');\nCREATE SINK o WITH (connector='console') AS SELECT k FROM s WHERE;", "3:66", "syntax error", false},
 		"column after unicode":       {"CREATE SOURCE s (k text) WITH (connector='files', path='/x');\nCREATE SINK o WITH (connector='console') AS SELECT 'é' AS e, nope FROM s;", "2:62", `column "nope" does not exist`, false},
-		"rank without its filter": {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='append') AS\nSELECT k, v, RANK() OVER (PARTITION BY k ORDER BY v) AS rk FROM p;", "5:14", "RANK() OVER needs an enclosing SELECT", true},
-		"rank filter": {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='append') AS\nSELECT k FROM (SELECT k, v, RANK() OVER (PARTITION BY k ORDER BY v) AS rk FROM p) AS r\nWHERE rk > 2;", "6:7", "the rank rk is used only as WHERE rk <= N", true},
+		"rank without its filter":    {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='append') AS\nSELECT k, v, RANK() OVER (PARTITION BY k ORDER BY v) AS rk FROM p;", "5:14", "RANK() OVER needs an enclosing SELECT", true},
+		"rank filter":                {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='append') AS\nSELECT k FROM (SELECT k, v, RANK() OVER (PARTITION BY k ORDER BY v) AS rk FROM p) AS r\nWHERE rk > 2;", "6:7", "the rank rk is used only as WHERE rk <= N", true},
 		"like pattern":               {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM p WHERE k LIKE 'a_c';", "5:30", "the supported patterns", true},
 	}
 	for name, tc := range cases {

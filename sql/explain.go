@@ -67,7 +67,19 @@ func (p *Program) Explain(ctx context.Context, w io.Writer, root string) error {
 					how = "from the id hint"
 				}
 				fmt.Fprintf(w, "    %s: %s keyed by (%s), id %s\n", o.ID, o.Kind, strings.Join(o.Keys, ", "), how)
+				for _, eo := range s.engine.Operators {
+					if eo.ID == o.ID {
+						fmt.Fprintf(w, "      emits %s", eo.Emits)
+						if eo.EventTime != "" {
+							fmt.Fprintf(w, ", event time %s", eo.EventTime)
+						}
+						fmt.Fprintln(w)
+					}
+				}
 			}
+		}
+		for _, warn := range s.engine.Warnings {
+			fmt.Fprintf(w, "  warning: %s\n", warn)
 		}
 		fmt.Fprintf(w, "  output columns: %s\n", strings.Join(s.q.cols, ", "))
 	}

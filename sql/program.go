@@ -100,6 +100,9 @@ type Sink struct {
 	Line, Col int
 	at        int
 	opts      *options
+	// engine is the engine's own description of the plan (emits, event
+	// time, warnings), over the stand-in source.
+	engine engine.Plan
 	// retain and snapshotEvery are the engine's WithMinBatchesToRetain
 	// and WithSnapshotEvery.
 	retain, snapshotEvery int64
@@ -404,6 +407,13 @@ func (c *compiler) validate(s *Sink) error {
 	}
 	full := check(s.stream(stub, len(s.q.ops)), s.Mode)
 	if full == nil {
+		q, err := engine.NewQuery(s.stream(stub, len(s.q.ops)), engine.WithCheckpoint(nopStore{}), engine.WithSink(memsink.New("validate")),
+			engine.WithOutputMode(s.Mode), engine.WithAtLeastOnce(), engine.WithStatePartitions(s.Partitions))
+		if err == nil {
+			if plan, err := q.Describe(); err == nil {
+				s.engine = plan
+			}
+		}
 		return nil
 	}
 	anyMode := []engine.OutputMode{engine.Append, engine.Update, engine.Complete}

@@ -147,3 +147,26 @@ SELECT k, sum(v) AS total FROM p GROUP BY k;`
 		t.Fatalf("err = %v: want an error without the secret", err)
 	}
 }
+
+// EXPLAIN carries the engine's own view: when each operator emits, and
+// its warnings when it has any.
+func TestExplainShowsEngineEmitsAndWarnings(t *testing.T) {
+	text := `CREATE SOURCE p (k text, v bigint, ts timestamp, WATERMARK FOR ts AS ts - INTERVAL '5 seconds') WITH (connector = 'files', path = '/x');
+CREATE SINK w WITH (connector = 'console', output_mode = 'append') AS
+SELECT window_start, window_end, k, count(*) AS n FROM TUMBLE(p, ts, INTERVAL '1 minute') GROUP BY window_start, window_end, k;
+CREATE SINK g WITH (connector = 'console', output_mode = 'update') AS
+SELECT k, count(*) AS n FROM p GROUP BY k;`
+	p, err := Compile(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := p.Explain(context.Background(), &b, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"w-window-1: window keyed by", "emits append", "g-aggregate-1: aggregate keyed by (k)", "emits update"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("EXPLAIN lacks %q:\n%s", want, b.String())
+		}
+	}
+}

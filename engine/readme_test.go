@@ -93,6 +93,7 @@ var (
 	_ = readmeQuery
 	_ = readmeColumns
 	_ = readmeEventTime
+	_ = readmeChain
 )
 
 func TestReadmeSnippetsCompile(t *testing.T) {

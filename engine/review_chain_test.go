@@ -142,6 +142,11 @@ func TestTopRanksNaN(t *testing.T) {
 var threeOpStreams = []struct {
 	name   string
 	stream func(Source) *Stream
+	// orderDependent: the chain keeps "the first row" of rows that an
+	// operator before it emits from several partitions, in partition
+	// order, so which row is first depends on the partition count (not on
+	// restarts: the count is fixed for a checkpoint).
+	orderDependent bool
 }{
 	{"window, top 2, rollup per window", func(src Source) *Stream {
 		return ReadStream(src).
@@ -151,7 +156,7 @@ var threeOpStreams = []struct {
 			GroupBy("window_start", "window_end").ID("top").Top(2, "total", Desc).
 			GroupBy("window_start", "window_end").ID("rollup").
 			Agg(batch.Sum(batch.Col("n")).As("n"), batch.CountRows().As("merchants"), batch.Max(batch.Col("total")).As("best"))
-	}},
+	}, false},
 	{"dedup, window, group by window_end", func(src Source) *Stream {
 		return ReadStream(src).
 			WithWatermark("ts", 5*time.Second).
@@ -160,7 +165,16 @@ var threeOpStreams = []struct {
 			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.Avg(batch.Col("amount")).As("avg")).
 			GroupBy("window_end").ID("ends").
 			Agg(batch.Sum(batch.Col("total")).As("total"), batch.CountRows().As("merchants"), batch.Min(batch.Col("avg")).As("lo"))
-	}},
+	}, false},
+	{"sessions, dedup within watermark, group by window_end", func(src Source) *Stream {
+		return ReadStream(src).
+			WithWatermark("ts", 5*time.Second).
+			GroupByWindow(SessionWindow("ts", 4*time.Second), "merchant").ID("sessions").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n")).
+			DropDuplicatesWithinWatermark("window_start").ID("first-per-start").
+			GroupBy("window_end").ID("ends").
+			Agg(batch.Sum(batch.Col("total")).As("total"), batch.Sum(batch.Col("n")).As("n"), batch.CountRows().As("sessions"))
+	}, true},
 }
 
 // TestThreeOperatorChainsRestartAndPartitions runs three-operator chains
@@ -171,7 +185,7 @@ func TestThreeOperatorChainsRestartAndPartitions(t *testing.T) {
 	for _, tc := range threeOpStreams {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 1; seed++ {
-				script := randomPayments(seed, 9)
+				script := randomPayments(seed, 8)
 				raw := func(r []any) string { return fmt.Sprint(r...) }
 				run := func(p int, restart bool) *memsink.Sink {
 					sink := memsink.New("out")
@@ -196,7 +210,7 @@ func TestThreeOperatorChainsRestartAndPartitions(t *testing.T) {
 				if len(b) == 0 {
 					t.Fatalf("seed %d: no output", seed)
 				}
-				if fmt.Sprint(a) != fmt.Sprint(b) {
+				if fmt.Sprint(a) != fmt.Sprint(b) && !tc.orderDependent {
 					t.Fatalf("seed %d: 1 partition\n %v\n4 partitions\n %v", seed, a, b)
 				}
 				if fmt.Sprint(b) != fmt.Sprint(c) {
@@ -429,8 +443,8 @@ func TestSlidingPanesAfterAWindow(t *testing.T) {
 			GroupByWindow(SlidingWindow("slot", 20*time.Second, 5*time.Second), "merchant").ID("slide").
 			Agg(batch.Sum(batch.Col("total")).As("total"), batch.Max(batch.Col("n")).As("most"), batch.Avg(batch.Col("total")).As("avg"))
 	}
-	for seed := uint64(1); seed <= 3; seed++ {
-		script := randomPayments(seed, 12)
+	for seed := uint64(1); seed <= 2; seed++ {
+		script := randomPayments(seed, 10)
 		run := func(rows bool) (map[int64][]string, string) {
 			sink := memsink.New("out")
 			kind := ""

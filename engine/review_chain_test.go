@@ -182,10 +182,11 @@ var threeOpStreams = []struct {
 // at every version, and once with 1 partition: every batch's rows (sorted)
 // must agree, and the restarted run must equal the one run row for row.
 func TestThreeOperatorChainsRestartAndPartitions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range threeOpStreams {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 1; seed++ {
-				script := randomPayments(seed, 8)
+				script := randomPayments(seed, 6)
 				raw := func(r []any) string { return fmt.Sprint(r...) }
 				run := func(p int, restart bool) *memsink.Sink {
 					sink := memsink.New("out")
@@ -231,6 +232,7 @@ func TestThreeOperatorChainsRestartAndPartitions(t *testing.T) {
 // window ends in one batch, batches are empty or watermark-only, times
 // start at the epoch and amounts are null.
 func TestSlidingPanesJumpsAndNulls(t *testing.T) {
+	t.Parallel()
 	schema := arrow.NewSchema([]arrow.Field{{Name: "merchant", Type: arrow.BinaryTypes.String}, {Name: "ts", Type: msTS},
 		{Name: "amount", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
 	s := func(sec int64) any { return sec * 1000 }
@@ -311,13 +313,13 @@ func TestSlidingPanesJumpsAndNulls(t *testing.T) {
 // a checked allocator, restarts, and finds every buffer released and the
 // output of a run without the failure.
 func TestChainSinkFailureThenRestart(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		stream func(Source) *Stream
 	}{
 		{"window, top 2, rollup per window", threeOpStreams[0].stream},
 		{"dedup, window, group by window_end", threeOpStreams[1].stream},
-		{"sliding by panes", slidingStream},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -359,6 +361,7 @@ func TestChainSinkFailureThenRestart(t *testing.T) {
 // the settings taken out of offsets/N (as a build before they were
 // recorded wrote it) restarts.
 func TestRestartRefusesChangedSettings(t *testing.T) {
+	t.Parallel()
 	script := randomPayments(4, 3)
 	src := func() *Stream { return ReadStream(&payScript{batches: script}).WithWatermark("ts", 5*time.Second) }
 	win := func(w Window) *Stream {
@@ -433,6 +436,7 @@ func TestRestartRefusesChangedSettings(t *testing.T) {
 // window's start (a slot that can belong to windows the watermark closed
 // batches ago) by panes and by rows per window: the same output.
 func TestSlidingPanesAfterAWindow(t *testing.T) {
+	t.Parallel()
 	stream := func(src Source) *Stream {
 		return ReadStream(src).
 			WithWatermark("ts", 5*time.Second).
@@ -443,8 +447,8 @@ func TestSlidingPanesAfterAWindow(t *testing.T) {
 			GroupByWindow(SlidingWindow("slot", 20*time.Second, 5*time.Second), "merchant").ID("slide").
 			Agg(batch.Sum(batch.Col("total")).As("total"), batch.Max(batch.Col("n")).As("most"), batch.Avg(batch.Col("total")).As("avg"))
 	}
-	for seed := uint64(1); seed <= 2; seed++ {
-		script := randomPayments(seed, 10)
+	for seed := uint64(1); seed <= 1; seed++ {
+		script := randomPayments(seed, 12)
 		run := func(rows bool) (map[int64][]string, string) {
 			sink := memsink.New("out")
 			kind := ""
@@ -479,6 +483,7 @@ func TestSlidingPanesAfterAWindow(t *testing.T) {
 // per window, a rollup per window end) over event times in seconds,
 // milliseconds and microseconds: the same rows in every unit.
 func TestChainTimestampUnits(t *testing.T) {
+	t.Parallel()
 	script := randomPayments(8, 10)
 	var out []string
 	for _, unit := range []arrow.TimeUnit{arrow.Second, arrow.Millisecond, arrow.Microsecond} {
@@ -518,6 +523,7 @@ func TestChainTimestampUnits(t *testing.T) {
 // over two batches, restarted before every batch: ties at the n-th place
 // are all kept, nulls rank last, n larger than the group keeps it all.
 func TestTopAscTiesAndNullsAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "ts", Type: msTS},
 		{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
 	script := [][][]any{

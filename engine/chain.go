@@ -30,6 +30,10 @@ type executor struct {
 	mode      OutputMode
 	wm        *watermarkStep
 	wmIdx     int // index of the event-time column in the records leaving pre; -1 without a watermark
+	// branches are the second inputs of two-input operators (join.go):
+	// srcBranch[i] is the branch source i feeds, -1 for the main chain.
+	branches  []*branch
+	srcBranch []int
 
 	// per batch
 	batchID       int64
@@ -105,14 +109,15 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 	if len(s.sources) == 0 {
 		return nil, fmt.Errorf("%w: the stream has no source", ErrInvalidQuery)
 	}
+	srcBranch := mainSources(s)
 	schema := s.sources[0].Schema()
 	for i, src := range s.sources[1:] {
-		if !src.Schema().Equal(schema) {
+		if srcBranch[i+1] < 0 && !src.Schema().Equal(schema) {
 			return nil, fmt.Errorf("%w: source %d (%s) has schema %s, but source 0 (%s) has %s; unioned sources need one schema",
 				ErrInvalidQuery, i+1, describe(src), src.Schema(), describe(s.sources[0]), schema)
 		}
 	}
-	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources)), batchMax: make([]int64, len(s.sources)), wmIdx: -1}
+	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources)), batchMax: make([]int64, len(s.sources)), wmIdx: -1, srcBranch: srcBranch}
 	ok := false
 	defer func() {
 		if !ok {
@@ -199,6 +204,9 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 			ids[o.id()] = i + 1
 			c := &chainOp{op: o, evIn: ev, specs: o.stores()}
 			ex.ops = append(ex.ops, c)
+			if b, ok := o.(twoInputs); ok {
+				ex.addBranch(b.branch(), c)
+			}
 			if err := c.newPartitions(cfg.partitions); err != nil {
 				return nil, fmt.Errorf("%w: step %d (%s): %w", ErrInvalidQuery, i+1, o.id(), err)
 			}
@@ -230,6 +238,8 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 // bindOperator builds the operator of a stateful step over its input.
 func bindOperator(cfg *config, in *arrow.Schema, st step, ev eventTimeCol, wm *watermarkStep) (operator, error) {
 	switch {
+	case st.kind == stepJoin:
+		return newJoinOp(cfg, in, st.join, ev, wm)
 	case st.kind == stepDedup:
 		return newDedupOp(cfg, in, st.agg, ev, wm)
 	case st.agg.window != nil && st.agg.window.gap > 0:
@@ -402,6 +412,9 @@ func (ex *executor) stores(f func(c *chainOp, p int, spec storeSpec, st *statest
 // consume takes one source record through the stateless steps and into the
 // first operator's partitions or the output.
 func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
+	if b := ex.srcBranch[ex.curSource]; b >= 0 {
+		return ex.consumeBranch(ctx, ex.branches[b], rec)
+	}
 	rec.Retain()
 	cur := rec
 	for _, o := range ex.pre {
@@ -434,7 +447,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 		return err
 	}
 	c.late.Add(late)
-	c.add(pieces)
+	c.add(0, pieces)
 	return nil
 }
 
@@ -454,7 +467,7 @@ func (ex *executor) partition(ctx context.Context, c *chainOp, side int, rec arr
 }
 
 // add appends one record's pieces to the partitions' pending input.
-func (c *chainOp) add(pieces []arrow.RecordBatch) {
+func (c *chainOp) add(side int, pieces []arrow.RecordBatch) {
 	for p, r := range pieces {
 		if r == nil {
 			continue
@@ -463,7 +476,7 @@ func (c *chainOp) add(pieces []arrow.RecordBatch) {
 			r.Release()
 			continue
 		}
-		c.pending[p] = append(c.pending[p], pendingRec{rec: r})
+		c.pending[p] = append(c.pending[p], pendingRec{side: side, rec: r})
 	}
 }
 
@@ -719,7 +732,7 @@ func (ex *executor) route(ctx context.Context, from, to *chainOp, outs []arrow.R
 			}
 			continue
 		}
-		to.add(ps)
+		to.add(0, ps)
 	}
 	return err
 }

@@ -67,7 +67,7 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 		}
 		p.StateOperators = append(p.StateOperators, op)
 	}
-	if ex.wm != nil {
+	if ex.watermarked() {
 		p.EventTime = map[string]string{"watermark": fmtMillis(plan.WatermarkMs)}
 		if ex.ev.n > 0 {
 			p.EventTime["min"] = fmtMillis(ex.ev.min)

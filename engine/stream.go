@@ -28,6 +28,7 @@ const (
 	stepBatchID
 	stepWithColumn
 	stepDrop
+	stepJoin
 )
 
 type step struct {
@@ -38,12 +39,16 @@ type step struct {
 	wm    *watermarkStep
 	name  string   // stepBatchID, stepWithColumn: the column
 	names []string // stepDrop: the columns
+	join  *joinStep
 }
 
 // opID is the id of a stateful step's operator.
 func (st step) opID() string {
 	if st.agg != nil {
 		return st.agg.id
+	}
+	if st.join != nil {
+		return st.join.id
 	}
 	return ""
 }
@@ -248,6 +253,7 @@ func (g *Grouped) Agg(aggs ...batch.Agg) *Stream {
 
 func (s *Stream) describe() string {
 	var b strings.Builder
+	watermarked := false
 	for i, st := range s.steps {
 		if i > 0 {
 			b.WriteString(" → ")
@@ -268,7 +274,10 @@ func (s *Stream) describe() string {
 				fmt.Fprintf(&b, "groupBy[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
 			}
 		case stepWatermark:
+			watermarked = true
 			fmt.Fprintf(&b, "watermark(%s, %s)", st.wm.col, st.wm.delay)
+		case stepJoin:
+			b.WriteString(describeJoin(st.join, watermarked))
 		case stepDedup:
 			fmt.Fprintf(&b, "dropDuplicates[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
 		case stepBatchID:

@@ -4,7 +4,7 @@
 // the engine's fault points armed by ONCEFLOW_FAULT, and exits when the
 // input is exhausted (trigger AvailableNow).
 //
-//	crashprog -checkpoint DIR -out DIR -rows N -per-batch M -keys K [-mode update|append]
+//	crashprog -checkpoint DIR -out DIR -rows N -per-batch M -keys K [-stateless|-windowed|-sessions|-join]
 package main
 
 import (
@@ -36,15 +36,16 @@ func main() {
 	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
 	windowed := flag.Bool("windowed", false, "tumbling 1 s event-time windows with a 500 ms watermark, append mode")
 	sessions := flag.Bool("sessions", false, "session windows (gap 120 ms) with a 500 ms watermark, append mode")
+	join := flag.Bool("join", false, "a full outer stream-stream join of two counters (keys K and K-2, ts ±50 ms, 500 ms watermarks)")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions, *join); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, join bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -72,6 +73,12 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.TumblingWindow("ts", time.Second), "key").ID("windows").
 			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+	case join:
+		mode = engine.Append
+		right := engine.ReadStream(&counter{total: rows, perBatch: perBatch, keys: keys - 2, shiftUs: 3_000, name: "counter-right"}).
+			WithWatermark("ts", 500*time.Millisecond)
+		stream = stream.WithWatermark("ts", 500*time.Millisecond).
+			Join(right, engine.FullOuter, engine.On("key", "key"), engine.Within("ts", "ts", -50*time.Millisecond, 50*time.Millisecond)).ID("join")
 	case sessions:
 		mode = engine.Append
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
@@ -101,6 +108,8 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 // order and some late).
 type counter struct {
 	total, perBatch, keys int64
+	shiftUs               int64  // added to every ts
+	name                  string // "" for "counter"
 }
 
 var schema = arrow.NewSchema([]arrow.Field{
@@ -111,7 +120,12 @@ var schema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 func (c *counter) Schema() *arrow.Schema { return schema }
-func (c *counter) Description() string   { return "counter" }
+func (c *counter) Description() string {
+	if c.name != "" {
+		return c.name
+	}
+	return "counter"
+}
 func (c *counter) InitialOffset(context.Context) (json.RawMessage, error) {
 	return json.RawMessage("0"), nil
 }
@@ -137,7 +151,7 @@ func (c *counter) Read(_ context.Context, start, end json.RawMessage, emit func(
 		if i%5 == 0 {
 			t -= 700_000
 		}
-		tb.Append(arrow.Timestamp(t))
+		tb.Append(arrow.Timestamp(t + c.shiftUs))
 	}
 	cols := []arrow.Array{ib.NewArray(), kb.NewArray(), ab.NewArray(), tb.NewArray()}
 	rec := array.NewRecordBatch(schema, cols, e-s)

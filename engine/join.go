@@ -88,6 +88,7 @@ type joinStep struct {
 	right *Stream
 	first int // index of the right side's first source in the query's sources
 	conds []JoinCond
+	table *Table // JoinTable: the right side is a changelog table
 }
 
 // Join joins the stream (the left side) with right, a stream of other
@@ -146,6 +147,9 @@ func describeJoin(j *joinStep, leftWatermark bool) string {
 	right := ""
 	if j.right != nil {
 		right = j.right.describe()
+	}
+	if j.table != nil {
+		return fmt.Sprintf("joinTable[%s](%s, %s; table keyed by %s: %s)", j.id, j.kind, strings.Join(conds, " and "), strings.Join(j.table.keys, ", "), right)
 	}
 	s := fmt.Sprintf("join[%s](%s, %s; right: %s)", j.id, j.kind, strings.Join(conds, " and "), right)
 	if !leftWatermark || !j.bounded() {

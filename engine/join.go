@@ -137,9 +137,8 @@ func (j *Joined) ID(id string) *Stream {
 	return n
 }
 
-// describeJoin is the plan's text for a join step, with the warning of a
-// join whose state is unbounded.
-func describeJoin(j *joinStep, leftWatermark bool) string {
+// describeJoin is the plan's text for a join step.
+func describeJoin(j *joinStep) string {
 	conds := make([]string, len(j.conds))
 	for i, c := range j.conds {
 		conds[i] = c.String()
@@ -151,26 +150,5 @@ func describeJoin(j *joinStep, leftWatermark bool) string {
 	if j.table != nil {
 		return fmt.Sprintf("joinTable[%s](%s, %s; table keyed by %s: %s)", j.id, j.kind, strings.Join(conds, " and "), strings.Join(j.table.keys, ", "), right)
 	}
-	s := fmt.Sprintf("join[%s](%s, %s; right: %s)", j.id, j.kind, strings.Join(conds, " and "), right)
-	if !leftWatermark || !j.bounded() {
-		s += " WARNING: no range condition (Within) with a watermark on both sides: the join's state grows without bound"
-	}
-	return s
-}
-
-// bounded reports whether the join has what its state's eviction needs:
-// a range condition and a watermark on each side.
-func (j *joinStep) bounded() bool {
-	hasRange := false
-	for _, c := range j.conds {
-		hasRange = hasRange || c.within
-	}
-	if !hasRange || j.right == nil {
-		return false
-	}
-	rightWM := false
-	for _, st := range j.right.steps {
-		rightWM = rightWM || st.kind == stepWatermark
-	}
-	return rightWM
+	return fmt.Sprintf("join[%s](%s, %s; right: %s)", j.id, j.kind, strings.Join(conds, " and "), right)
 }

@@ -190,6 +190,13 @@ func (o *joinOp) evicts() bool                       { return o.evict }
 func (o *joinOp) release()                           {}
 func (o *joinOp) branch() *branch                    { return o.br }
 
+func (o *joinOp) planWarnings() []string {
+	if o.evict {
+		return nil
+	}
+	return []string{fmt.Sprintf("join %q has no range condition (Within) over event-time columns with a watermark on both sides: its state keeps every row and grows without bound", o.st.id)}
+}
+
 func (o *joinOp) stores() []storeSpec {
 	return []storeSpec{
 		{name: joinSideNames[0], key: o.keySchema, value: o.value[0], uniqueUpserts: true},
@@ -202,8 +209,9 @@ func (o *joinOp) conf() OperatorConf {
 	for _, c := range o.st.conds {
 		keys = append(keys, c.String())
 	}
-	return OperatorConf{ID: o.st.id, Kind: o.kind() + "/" + o.st.kind.String(), Keys: keys, KeySchema: o.keySchema.String(),
-		StateSchema: "left: " + o.value[0].String() + "; right: " + o.value[1].String()}
+	return OperatorConf{ID: o.st.id, Kind: o.kind(), Keys: keys, KeySchema: o.keySchema.String(),
+		StateSchema: "left: " + o.value[0].String() + "; right: " + o.value[1].String(),
+		Params:      fmt.Sprintf("%s, range [%d ms, %d ms], evicts %t", o.st.kind, o.lower, o.upper, o.evict)}
 }
 
 func (o *joinOp) prepare(_ context.Context, _ int, rec arrow.RecordBatch, _ int64) (arrow.RecordBatch, int64, error) {

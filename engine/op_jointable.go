@@ -228,7 +228,7 @@ func (o *tableJoinOp) conf() OperatorConf {
 	for _, c := range o.st.conds {
 		keys = append(keys, c.String())
 	}
-	return OperatorConf{ID: o.st.id, Kind: o.kind() + "/" + o.st.kind.String(), Keys: keys, KeySchema: o.keySchema.String(), StateSchema: o.valSchema.String()}
+	return OperatorConf{ID: o.st.id, Kind: o.kind(), Keys: keys, KeySchema: o.keySchema.String(), StateSchema: o.valSchema.String(), Params: o.st.kind.String()}
 }
 
 // prepare adds the delete flag to the table's rows.

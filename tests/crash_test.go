@@ -141,7 +141,7 @@ func progArgs(cp, out string, extra ...string) []string {
 func TestCrashAtEveryFaultPoint(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions", "chain", "join"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions", "chain", "join", "tablejoin"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
 			switch mode {
@@ -153,6 +153,8 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 				extra = []string{"-sessions"}
 			case "join":
 				extra = []string{"-join"}
+			case "tablejoin":
+				extra = []string{"-tablejoin"}
 			case "chain":
 				extra = []string{"-chain"}
 			}

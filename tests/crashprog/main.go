@@ -4,7 +4,7 @@
 // the engine's fault points armed by ONCEFLOW_FAULT, and exits when the
 // input is exhausted (trigger AvailableNow).
 //
-//	crashprog -checkpoint DIR -out DIR -rows N -per-batch M -keys K [-stateless|-windowed|-sessions|-chain|-join]
+//	crashprog -checkpoint DIR -out DIR -rows N -per-batch M -keys K [-stateless|-windowed|-sessions|-chain|-join|-tablejoin]
 package main
 
 import (
@@ -38,15 +38,16 @@ func main() {
 	sessions := flag.Bool("sessions", false, "session windows (gap 120 ms) with a 500 ms watermark, append mode")
 	chain := flag.Bool("chain", false, "two stateful operators: tumbling 1 s windows per key, then per window across keys (append mode)")
 	join := flag.Bool("join", false, "a full outer stream-stream join of two counters (keys K and K-2, ts ±50 ms, 500 ms watermarks)")
+	tableJoin := flag.Bool("tablejoin", false, "a left outer stream-table join of the counter with a changelog of its keys (upserts, every 7th a delete)")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions, *chain, *join); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions, *chain, *join, *tableJoin); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, chain, join bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, chain, join, tableJoin bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -74,6 +75,10 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.TumblingWindow("ts", time.Second), "key").ID("windows").
 			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+	case tableJoin:
+		mode = engine.Append
+		table := engine.ChangelogTable(engine.ReadStream(&changelog{total: rows, perBatch: perBatch, keys: keys}), "key").DeleteWhen(batch.Col("del"))
+		stream = stream.JoinTable(table, engine.LeftOuter, engine.On("key", "key")).ID("enrich")
 	case join:
 		mode = engine.Append
 		right := engine.ReadStream(&counter{total: rows, perBatch: perBatch, keys: keys - 2, shiftUs: 3_000, name: "counter-right"}).
@@ -204,4 +209,53 @@ func (d *dirSink) AddBatch(ctx context.Context, id int64, _ *arrow.Schema, recs 
 		}
 	}
 	return err
+}
+
+// changelog is a bounded changelog of the counter's keys: row i sets key
+// k<i*3 % keys> to "v<i>", and every 7th row deletes its key instead.
+type changelog struct {
+	total, perBatch, keys int64
+}
+
+var changelogSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "key", Type: arrow.BinaryTypes.String},
+	{Name: "val", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "del", Type: arrow.FixedWidthTypes.Boolean},
+}, nil)
+
+func (c *changelog) Schema() *arrow.Schema { return changelogSchema }
+func (c *changelog) Description() string   { return "changelog" }
+func (c *changelog) InitialOffset(context.Context) (json.RawMessage, error) {
+	return json.RawMessage("0"), nil
+}
+func (c *changelog) LatestOffset(_ context.Context, start json.RawMessage) (json.RawMessage, error) {
+	s, err := strconv.ParseInt(string(start), 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(strconv.FormatInt(min(s+c.perBatch, c.total), 10)), nil
+}
+func (c *changelog) Read(_ context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
+	s, _ := strconv.ParseInt(string(start), 10, 64)
+	e, _ := strconv.ParseInt(string(end), 10, 64)
+	kb := array.NewStringBuilder(memory.DefaultAllocator)
+	vb := array.NewStringBuilder(memory.DefaultAllocator)
+	db := array.NewBooleanBuilder(memory.DefaultAllocator)
+	for i := s; i < e; i++ {
+		kb.Append("k" + strconv.FormatInt(i*3%c.keys, 10))
+		del := i%7 == 0
+		if del {
+			vb.AppendNull()
+		} else {
+			vb.Append("v" + strconv.FormatInt(i, 10))
+		}
+		db.Append(del)
+	}
+	cols := []arrow.Array{kb.NewArray(), vb.NewArray(), db.NewArray()}
+	rec := array.NewRecordBatch(changelogSchema, cols, e-s)
+	for _, col := range cols {
+		col.Release()
+	}
+	defer rec.Release()
+	return emit(rec)
 }

@@ -31,6 +31,9 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	ex.lateWatermark = plan.LateWatermarkMs
 	ex.timestampMs = plan.TimestampMs
 	ex.batchID = id
+	if err := ex.atStaticVersions(ctx, plan); err != nil {
+		return fmt.Errorf("engine: batch %d: %w", id, err)
+	}
 	for i, so := range plan.Sources {
 		ex.curSource = i
 		if i >= len(r.srcs) {

@@ -239,6 +239,8 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 // bindOperator builds the operator of a stateful step over its input.
 func bindOperator(cfg *config, in *arrow.Schema, st step, ev eventTimeCol, wm *watermarkStep) (operator, error) {
 	switch {
+	case st.kind == stepJoin && st.join.static != nil:
+		return newStaticJoinOp(cfg, in, st.join, ev)
 	case st.kind == stepJoin && st.join.table != nil:
 		return newTableJoinOp(cfg, in, st.join, ev)
 	case st.kind == stepJoin:

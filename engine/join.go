@@ -83,12 +83,13 @@ func (c JoinCond) String() string {
 }
 
 type joinStep struct {
-	id    string
-	kind  JoinKind
-	right *Stream
-	first int // index of the right side's first source in the query's sources
-	conds []JoinCond
-	table *Table // JoinTable: the right side is a changelog table
+	id     string
+	kind   JoinKind
+	right  *Stream
+	first  int // index of the right side's first source in the query's sources
+	conds  []JoinCond
+	table  *Table      // JoinTable: the right side is a changelog table
+	static *staticSpec // JoinStatic: the right side is a static table's versions
 }
 
 // Join joins the stream (the left side) with right, a stream of other
@@ -146,6 +147,9 @@ func describeJoin(j *joinStep) string {
 	right := ""
 	if j.right != nil {
 		right = j.right.describe()
+	}
+	if j.static != nil && j.static.table != nil {
+		return fmt.Sprintf("joinStatic[%s](%s, %s; broadcast static table %s, %s)", j.id, j.kind, strings.Join(conds, " and "), j.static.table.Description(), j.static.refresh)
 	}
 	if j.table != nil {
 		return fmt.Sprintf("joinTable[%s](%s, %s; table keyed by %s: %s)", j.id, j.kind, strings.Join(conds, " and "), strings.Join(j.table.keys, ", "), right)

@@ -113,6 +113,7 @@ func (s *staticVersions) LatestOffset(ctx context.Context, _ json.RawMessage) (j
 	s.pinned = v
 	return v, nil
 }
+
 // OpenCheckpoint is called once per run, before planning: a Pinned table
 // takes a new version at each start.
 func (s *staticVersions) OpenCheckpoint(context.Context, storage.Store) error {

@@ -154,7 +154,7 @@ func TestFraudCrash(t *testing.T) {
 			kills[point]++
 		}
 	}
-	for range 4 {
+	for range 2 {
 		produceFraud(t, cl, sent, 250, rng)
 		sent += 250
 		if killed, _ := c.once(t, "", time.Duration(50+rng.IntN(500))*time.Millisecond); killed {

@@ -443,6 +443,7 @@ func TestChainRestartEveryBatchMatchesOneRun(t *testing.T) {
 	}{
 		{"rollup", rollupStream, Append},
 		{"dedup then aggregate", dedupAggStream, Update},
+		{"windows then top", topStream(1), Append},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -544,5 +545,261 @@ func TestDescribeListsTheChain(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("plan lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// topStream counts payments per merchant per sliding window (10 s every
+// 5 s), then keeps the n busiest merchants of each window (ties kept):
+// Nexmark q5's shape.
+func topStream(n int) func(Source) *Stream {
+	return func(src Source) *Stream {
+		return ReadStream(src).
+			WithWatermark("ts", 5*time.Second).
+			GroupByWindow(SlidingWindow("ts", 10*time.Second, 5*time.Second), "merchant").ID("counts").
+			Agg(batch.CountRows().As("n")).
+			GroupBy("window_start", "window_end").ID("top").Top(n, "n", Desc)
+	}
+}
+
+// topModel: sliding windows counted per merchant as rollupModel counts
+// tumbling ones; when W(b) closes a window, its merchants with RANK ≤ n by
+// count are emitted.
+func topModel(script [][]payRow, n int) map[int64][]string {
+	counts := map[int64]map[string]int64{} // window start → merchant → count
+	out := map[int64][]string{}
+	wm, maxT := int64(0), int64(0)
+	step := func(b int64, rows []payRow) {
+		for _, r := range rows {
+			ms := r.sec * 1000
+			maxT = max(maxT, ms)
+			if ms < wm {
+				continue
+			}
+			for st := (r.sec / 5) * 5; st > r.sec-10; st -= 5 {
+				if (st+10)*1000 <= wm {
+					continue
+				}
+				if counts[st] == nil {
+					counts[st] = map[string]int64{}
+				}
+				counts[st][r.merchant]++
+			}
+		}
+		for st, m := range counts {
+			if wm <= 0 || (st+10)*1000 > wm {
+				continue
+			}
+			delete(counts, st)
+			for merchant, c := range m {
+				better := 0
+				for _, c2 := range m {
+					if c2 > c {
+						better++
+					}
+				}
+				if better+1 <= n {
+					out[b] = append(out[b], fmt.Sprintf("%d-%d %s %d", st, st+10, merchant, c))
+				}
+			}
+		}
+		sort.Strings(out[b])
+		if len(out[b]) == 0 {
+			delete(out, b)
+		}
+		wm = max(wm, max(maxT-5000, 1))
+	}
+	b := int64(0)
+	for _, rows := range script {
+		step(b, rows)
+		b++
+	}
+	step(b, nil)
+	return out
+}
+
+func TestChainTopPerWindowMatchesModel(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		for seed := uint64(1); seed <= 6; seed++ {
+			t.Run(fmt.Sprintf("top%d/seed%d", n, seed), func(t *testing.T) {
+				script := randomPayments(seed, 12)
+				sink := memsink.New("out")
+				if _, err := runQuery(t, topStream(n)(&payScript{batches: script}),
+					WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(3)); err != nil {
+					t.Fatal(err)
+				}
+				want := topModel(script, n)
+				got := sinkRows(sink, func(r []any) string { return fmt.Sprintf("%d-%d %v %v", secs(r[0]), secs(r[1]), r[2], r[3]) })
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("emitted\n got %v\nwant %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+func TestTopRefusesGroupsThatNeverClose(t *testing.T) {
+	s := ReadStream(&payScript{}).WithWatermark("ts", time.Second).GroupBy("merchant").Top(1, "amount", Desc)
+	_, err := NewQuery(s, WithCheckpoint(localStore(t)), WithSink(memsink.New("out")))
+	if !errors.Is(err, ErrInvalidQuery) || !strings.Contains(err.Error(), "must include the event-time column") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// TestTopHoldsOpenGroupsAcrossBatches ranks payments per exact event time
+// (the watermark's own column as the group key), so groups stay open
+// across batches and their best rows live in state, through restarts.
+func TestTopHoldsOpenGroupsAcrossBatches(t *testing.T) {
+	stream := func(src Source) *Stream {
+		return ReadStream(src).WithWatermark("ts", 5*time.Second).GroupBy("ts").ID("best").Top(2, "amount", Desc)
+	}
+	model := func(script [][]payRow) map[int64][]string {
+		open := map[int64][]payRow{}
+		out := map[int64][]string{}
+		wm, maxT := int64(0), int64(0)
+		step := func(b int64, rows []payRow) {
+			for _, r := range rows {
+				maxT = max(maxT, r.sec*1000)
+				if r.sec*1000 < wm {
+					continue
+				}
+				open[r.sec] = append(open[r.sec], r)
+			}
+			for sec, rs := range open {
+				if wm <= 0 || sec*1000 >= wm {
+					continue
+				}
+				delete(open, sec)
+				for _, r := range rs {
+					better := 0
+					for _, r2 := range rs {
+						if r2.amount > r.amount {
+							better++
+						}
+					}
+					if better < 2 {
+						out[b] = append(out[b], fmt.Sprintf("%s %s %d %d", r.id, r.merchant, sec, r.amount))
+					}
+				}
+			}
+			sort.Strings(out[b])
+			if len(out[b]) == 0 {
+				delete(out, b)
+			}
+			wm = max(wm, max(maxT-5000, 1))
+		}
+		b := int64(0)
+		for _, rows := range script {
+			step(b, rows)
+			b++
+		}
+		step(b, nil)
+		return out
+	}
+	render := func(r []any) string { return fmt.Sprintf("%v %v %d %v", r[0], r[1], secs(r[2]), r[3]) }
+	for seed := uint64(1); seed <= 4; seed++ {
+		script := randomPayments(seed, 10)
+		for i := range script {
+			for j := range script[i] {
+				script[i][j].sec /= 3 // more rows per second, across batches
+			}
+		}
+		cp := localStore(t)
+		sink := memsink.New("out")
+		for i := 0; i < len(script)+3; i++ {
+			if _, err := runQuery(t, stream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(sink),
+				WithTrigger(Once()), WithStatePartitions(2), WithSnapshotEvery(2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, want := sinkRows(sink, render), model(script); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("seed %d: emitted\n got %v\nwant %v", seed, got, want)
+		}
+	}
+}
+
+// slidingStream aggregates per merchant over sliding windows with every
+// aggregate that combines across panes.
+func slidingStream(src Source) *Stream {
+	return ReadStream(src).
+		WithWatermark("ts", 5*time.Second).
+		GroupByWindow(SlidingWindow("ts", 12*time.Second, 4*time.Second), "merchant").ID("slide").
+		Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"), batch.Count(batch.Col("amount")).As("amounts"),
+			batch.Min(batch.Col("amount")).As("lo"), batch.Max(batch.Col("amount")).As("hi"), batch.Avg(batch.Col("amount")).As("avg"))
+}
+
+func TestSlidingPanesEqualRowsPerWindow(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		script := randomPayments(seed, 14)
+		run := func(rows bool) (*memsink.Sink, []Progress) {
+			sink := memsink.New("out")
+			var progress []Progress
+			q, err := NewQuery(slidingStream(&payScript{batches: script}), WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()),
+				WithOutputMode(Append), WithStatePartitions(3), WithProgressListener(func(p Progress) { progress = append(progress, p) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.cfg.rowWindows = rows
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := q.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return sink, progress
+		}
+		panes, pp := run(false)
+		rows, rp := run(true)
+		raw := func(r []any) string { return fmt.Sprint(r...) }
+		if a, b := sinkRows(panes, raw), sinkRows(rows, raw); fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("seed %d: panes\n %v\nrow per window\n %v", seed, a, b)
+		}
+		if k := pp[0].StateOperators[0].OperatorName; k != "slidingWindowPanes" {
+			t.Fatalf("operator %s, want slidingWindowPanes", k)
+		}
+		var paneRows, windowRows int64
+		for i := range pp {
+			paneRows += pp[i].StateOperators[0].NumRowsTotal
+			windowRows += rp[i].StateOperators[0].NumRowsTotal
+		}
+		if paneRows >= windowRows {
+			t.Errorf("seed %d: panes held %d state rows over the run, rows per window %d", seed, paneRows, windowRows)
+		}
+	}
+}
+
+// TestSlidingWindowCheckpointOfRowsKeepsRows restarts a checkpoint that a
+// build before panes wrote (a row per window) and finds it carried on in
+// that form, with the output of an uninterrupted run.
+func TestSlidingWindowCheckpointOfRowsKeepsRows(t *testing.T) {
+	script := randomPayments(5, 12)
+	want := memsink.New("want")
+	if _, err := runQuery(t, slidingStream(&payScript{batches: script}), WithCheckpoint(localStore(t)), WithSink(want),
+		WithTrigger(AvailableNow()), WithOutputMode(Append), WithStatePartitions(2)); err != nil {
+		t.Fatal(err)
+	}
+	cp := localStore(t)
+	got := memsink.New("got")
+	var kinds []string
+	for i := 0; i < len(script)+3; i++ {
+		q, err := NewQuery(slidingStream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(got), WithTrigger(Once()),
+			WithOutputMode(Append), WithStatePartitions(2), WithProgressListener(func(p Progress) { kinds = append(kinds, p.StateOperators[0].OperatorName) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.rowWindows = i < 4 // the old build ran the first batches
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = q.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range kinds {
+		if k != "windowAggregate" {
+			t.Fatalf("operator kinds over the run %v: a checkpoint of rows must keep rows", kinds)
+		}
+	}
+	raw := func(r []any) string { return fmt.Sprint(r...) }
+	if a, b := sinkRows(want, raw), sinkRows(got, raw); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("restarted\n %v\nwant\n %v", b, a)
 	}
 }

@@ -29,6 +29,7 @@ const (
 	stepWithColumn
 	stepDrop
 	stepJoin
+	stepTop
 )
 
 type step struct {
@@ -36,6 +37,7 @@ type step struct {
 	cols  []batch.Named
 	pred  batch.Expr // stepWhere: the predicate; stepWithColumn: the column's expression
 	agg   *aggregateStep
+	top   *topStep
 	wm    *watermarkStep
 	name  string   // stepBatchID, stepWithColumn: the column
 	names []string // stepDrop: the columns
@@ -44,8 +46,11 @@ type step struct {
 
 // opID is the id of a stateful step's operator.
 func (st step) opID() string {
-	if st.agg != nil {
+	switch {
+	case st.agg != nil:
 		return st.agg.id
+	case st.top != nil:
+		return st.top.id
 	}
 	if st.join != nil {
 		return st.join.id
@@ -287,6 +292,8 @@ func (st step) describe() string {
 		return fmt.Sprintf("drop(%s)", strings.Join(st.names, ", "))
 	case stepJoin:
 		return describeJoin(st.join)
+	case stepTop:
+		return fmt.Sprintf("top[%s](%d by %s %s per %s)", st.top.id, st.top.n, st.top.by, st.top.order, strings.Join(st.top.keys, ", "))
 	}
 	return fmt.Sprintf("step(%d)", st.kind)
 }

@@ -79,7 +79,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	profilesTopic := fs.String("profiles-topic", "profiles", "compacted topic of customer profiles, keyed by customer id")
 	alertsTopic := fs.String("alerts-topic", "alerts", "topic the alerts go to")
 	maxPerTrigger := fs.Int64("max-offsets-per-trigger", 0, "cap on payment offsets per batch (0: none)")
-	cards := fs.Int("cards", 40, "distinct cards of generated payments")
+	cards := fs.Int("cards", 60, "distinct cards of generated payments")
 	customers := fs.Int("customers", 25, "distinct customers of generated payments")
 	rules := DefaultRules
 	fs.Int64Var(&rules.MaxPayments, "max-payments", rules.MaxPayments, "rule: more than this many payments of a card in a window")

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/source/nexmark"
+	"github.com/onceflow/onceflow/storage"
+)
+
+var (
+	joinEvents      = flag.Int64("joins.events", 200_000, "Nexmark events (all kinds) of TestNexmarkJoins")
+	joinBatchEvents = flag.Int64("joins.batch-events", 50_000, "events per batch of TestNexmarkJoins")
+)
+
+// joinAnswer is a join's result as rows, a sum of one id column and a sum
+// of another: equal multisets agree on all three.
+type joinAnswer struct {
+	rows, a, b int64
+}
+
+// joinSink keeps a joinAnswer of the rows it takes (batch ids are unique in
+// a run without failures).
+type joinSink struct {
+	mu   sync.Mutex
+	a, b string
+	ans  joinAnswer
+}
+
+func (s *joinSink) Description() string { return "join-checksum" }
+func (s *joinSink) AddBatch(_ context.Context, _ int64, sc *arrow.Schema, recs []arrow.RecordBatch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ai, bi := sc.FieldIndices(s.a)[0], sc.FieldIndices(s.b)[0]
+	for _, r := range recs {
+		s.ans.rows += r.NumRows()
+		for _, v := range r.Column(ai).(*array.Int64).Int64Values() {
+			s.ans.a += v
+		}
+		for _, v := range r.Column(bi).(*array.Int64).Int64Values() {
+			s.ans.b += v
+		}
+	}
+	return nil
+}
+
+// TestNexmarkJoins runs Nexmark q3 (persons in OR/ID/CA joined with their
+// category-10 auctions: an unbounded inner stream-stream join) and q8 (new
+// persons with the auctions they opened in the same 10 s tumbling window: a
+// stream-stream join on (person, window) bounded by Within and watermarks)
+// through the engine, over the same events as DuckDB's hash join, checks
+// that the answers agree, and logs each side's throughput per CPU second.
+//
+//	cd bench && go test -run TestNexmarkJoins -v -joins.events 2000000 -joins.batch-events 250000
+func TestNexmarkJoins(t *testing.T) {
+	ctx := context.Background()
+	src, err := nexmark.New(nexmark.WithTotalEvents(*joinEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []arrow.RecordBatch
+	for from := int64(0); from < *joinEvents; from += 64 * 1024 {
+		recs = append(recs, src.EventRecord(from, min(from+64*1024, *joinEvents)))
+	}
+	defer releaseAll(recs)
+	d, err := openDuck(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	i := 0
+	all := make([]int, recs[0].NumCols())
+	for c := range all {
+		all[c] = c
+	}
+	if err := d.load(ctx, t.TempDir(), "events", func() arrow.RecordBatch {
+		if i >= len(recs) {
+			return nil
+		}
+		recs[i].Retain()
+		i++
+		return recs[i-1]
+	}, all); err != nil {
+		t.Fatal(err)
+	}
+	col := func(n string) batch.Named { return batch.As(batch.Col(n), n) }
+	kind := func(k int64) batch.Expr {
+		return batch.Eq(batch.Cast(batch.Col(nexmark.ColEventType), arrow.PrimitiveTypes.Int64), batch.Lit(k))
+	}
+	perTrigger := int(max(*joinBatchEvents/(64*1024), 1))
+	window := func(ts string) batch.Expr { // the 10 s tumbling window of ts, as a number
+		return batch.Div(batch.Cast(batch.Col(ts), arrow.PrimitiveTypes.Int64), batch.Lit(int64(10_000_000)))
+	}
+	queries := []struct {
+		name   string
+		stream func(events, events2 engine.Source) *engine.Stream
+		a, b   string
+		sql    string
+	}{
+		{
+			name: "q3",
+			stream: func(events, events2 engine.Source) *engine.Stream {
+				persons := engine.ReadStream(events2).Where(kind(0)).
+					Where(batch.In(batch.Col(nexmark.ColState), "OR", "ID", "CA")).
+					Select(col("person_id"), col("name"), col("city"), col("state"))
+				return engine.ReadStream(events).Where(kind(1)).Where(batch.Eq(batch.Col("category"), batch.Lit(int64(10)))).
+					Select(col("auction_id"), col("seller")).
+					Join(persons, engine.Inner, engine.On("seller", "person_id")).ID("q3").
+					Select(col("name"), col("city"), col("state"), col("auction_id"), col("person_id"))
+			},
+			a: "auction_id", b: "person_id",
+			sql: `SELECT count(*)::BIGINT, sum(a.auction_id)::BIGINT, sum(p.person_id)::BIGINT
+FROM events a JOIN events p ON a.seller = p.person_id
+WHERE a.event_type = 1 AND a.category = 10 AND p.event_type = 0 AND p.state IN ('OR', 'ID', 'CA')`,
+		},
+		{
+			name: "q8",
+			stream: func(events, events2 engine.Source) *engine.Stream {
+				persons := engine.ReadStream(events2).Where(kind(0)).
+					Select(col("person_id"), col("name"), batch.As(batch.Col("date_time"), "p_ts")).
+					WithWatermark("p_ts", time.Second).
+					WithColumn("p_win", window("p_ts"))
+				return engine.ReadStream(events).Where(kind(1)).
+					Select(col("auction_id"), col("seller"), batch.As(batch.Col("date_time"), "a_ts")).
+					WithWatermark("a_ts", time.Second).
+					WithColumn("a_win", window("a_ts")).
+					Join(persons, engine.Inner, engine.On("seller", "person_id"), engine.On("a_win", "p_win"),
+						engine.Within("a_ts", "p_ts", -10*time.Second, 10*time.Second)).ID("q8")
+			},
+			a: "auction_id", b: "person_id",
+			sql: `SELECT count(*)::BIGINT, sum(a.auction_id)::BIGINT, sum(p.person_id)::BIGINT
+FROM events a JOIN events p ON a.seller = p.person_id
+  AND epoch_us(a.date_time) // 10000000 = epoch_us(p.date_time) // 10000000
+WHERE a.event_type = 1 AND p.event_type = 0`,
+		},
+	}
+	for _, q := range queries {
+		t.Run(q.name, func(t *testing.T) {
+			for _, r := range recs {
+				r.Retain()
+				r.Retain()
+			}
+			left, right := newMemSource(recs, perTrigger), newMemSource(recs, perTrigger)
+			defer left.release()
+			defer right.release()
+			sink := &joinSink{a: q.a, b: q.b}
+			cp, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			query, err := engine.NewQuery(q.stream(left, right), engine.WithCheckpoint(cp), engine.WithSink(sink),
+				engine.WithTrigger(engine.AvailableNow()), engine.WithStatePartitions(8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := start()
+			if err := query.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wall, cpu := sp.stop()
+			dw, dcpu, err := d.timedQuery(ctx, 1, q.sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref joinAnswer
+			if err := d.rows(ctx, func(rs *sql.Rows) error {
+				var a, b sql.NullInt64
+				if err := rs.Scan(&ref.rows, &a, &b); err != nil {
+					return err
+				}
+				ref.a, ref.b = a.Int64, b.Int64
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if sink.ans != ref {
+				t.Fatalf("engine %+v, DuckDB %+v", sink.ans, ref)
+			}
+			if ref.rows == 0 {
+				t.Fatal("the join matched nothing")
+			}
+			ev := float64(*joinEvents)
+			t.Logf("%s: %d rows agree; engine %s wall, %s CPU: %.0f events per CPU second; DuckDB (1 thread, data loaded) %s CPU: %.0f events per CPU second; DuckDB/engine %.1f×",
+				q.name, ref.rows, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), ev/cpu.Seconds(),
+				dcpu.Round(time.Millisecond), ev/dcpu.Seconds(), cpu.Seconds()/dcpu.Seconds())
+			_ = dw
+			_ = fmt.Sprint
+		})
+	}
+}

@@ -125,20 +125,34 @@ func jScript(rng *rand.Rand, batches int) (left, right [][]jRow) {
 // final watermark has passed. It returns the output rows (sorted strings),
 // the late rows and the rows left in state.
 func jModel(kind JoinKind, left, right [][]jRow, delay, lower, upper int64) (out []string, late, state int64) {
-	wm := int64(0)
+	return jModelChained(kind, left, right, delay, lower, upper, false)
+}
+
+// jModelChained is jModel for a join behind a deduplication of the left
+// side (dedup: exact repeats of a left row are dropped; the right side's
+// rows are late by the previous batch's watermark, as for every operator
+// after the first).
+func jModelChained(kind JoinKind, left, right [][]jRow, delay, lower, upper int64, dedup bool) (out []string, late, state int64) {
+	wm, prevWM := int64(0), int64(0)
 	maxL, maxR := int64(0), int64(0)
 	var L, R []jRow
+	seen := map[jRow]bool{}
 	for b := range left {
 		for _, r := range left[b] {
 			if r.sec*1000 < wm {
 				late++
-			} else {
+			} else if !dedup || !seen[r] {
+				seen[r] = true
 				L = append(L, r)
 			}
 			maxL = max(maxL, r.sec*1000)
 		}
+		rightWM := wm
+		if dedup {
+			rightWM = prevWM
+		}
 		for _, r := range right[b] {
-			if r.sec*1000 < wm {
+			if r.sec*1000 < rightWM {
 				late++
 			} else {
 				R = append(R, r)
@@ -151,6 +165,7 @@ func jModel(kind JoinKind, left, right [][]jRow, delay, lower, upper int64) (out
 			}
 			return max(m-delay, 1)
 		}
+		prevWM = wm
 		wm = max(wm, min(w(maxL), w(maxR)))
 	}
 	row := func(r *jRow) string {
@@ -349,5 +364,43 @@ func TestStreamJoinRules(t *testing.T) {
 	}
 	if names := sink.Schema().String(); !strings.Contains(names, "left_key") || !strings.Contains(names, "right_id") {
 		t.Fatalf("clashing names are not qualified: %s", names)
+	}
+}
+
+// TestStreamJoinAfterDedup runs a join as the chain's second operator,
+// behind a deduplication of its left side: the left rows come through the
+// chain, the right side's straight from its sources, both late by the
+// previous batch's watermark; the output and the rows left in state match
+// the model.
+func TestStreamJoinAfterDedup(t *testing.T) {
+	for seed := range 4 {
+		for _, kind := range []JoinKind{Inner, LeftOuter, FullOuter, LeftSemi} {
+			t.Run(fmt.Sprintf("%s/seed%d", kind, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(seed), 99))
+				left, right := jScript(rng, 8)
+				delay := 5 * time.Second
+				lower, upper := -5*time.Second, 10*time.Second
+				sink := memsink.New("out")
+				var progress []Progress
+				rs := ReadStream(newJSource("r", right)).WithWatermark("ts", delay)
+				stream := ReadStream(newJSource("l", left)).WithWatermark("ts", delay).
+					DropDuplicates("key", "ts", "id").ID("dedup").
+					Join(rs, kind, On("key", "key"), Within("ts", "ts", lower, upper)).ID("j")
+				_, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(3),
+					WithProgressListener(func(p Progress) { progress = append(progress, p) }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _, wantState := jModelChained(kind, left, right, delay.Milliseconds(), lower.Milliseconds(), upper.Milliseconds(), true)
+				got := jRows(sink.All(), kind == LeftSemi)
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Fatalf("output differs from the model\ngot  %d:\n%s\nwant %d:\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+				}
+				last := progress[len(progress)-1].StateOperators[1]
+				if last.NumRowsTotal != wantState {
+					t.Errorf("rows in the join's state at the end: got %d, want %d", last.NumRowsTotal, wantState)
+				}
+			})
+		}
 	}
 }

@@ -28,6 +28,18 @@
 // a re-run rebuilds version L from version L-1 and overwrites what a crashed
 // attempt wrote.
 //
+// # Joins: a second input
+//
+// A join (Stream.Join, JoinTable, JoinStatic) adds its right side's
+// sources to the query's source list, so their offsets (a static table's
+// version among them) are planned in the same offsets/N. Each such source
+// feeds a branch (branch.go): the right stream's stateless steps and its
+// own watermark, whose rows enter side 1 of the join, late by the same
+// watermark as its main input; the global watermark takes each source's
+// branch delay. A re-run of batch N reads the same ranges of both sides,
+// and each join's output is a function of its state (loaded in arrival
+// order) and the batch, so it joins exactly what the first attempt joined.
+//
 // # Guarantees
 //
 //   - No sink sees batch N before offsets/N is durable; sinks see batches
@@ -55,7 +67,8 @@
 //	offsets/<N, 20 digits>         write-ahead plan of batch N (offsetlog v1 JSON)
 //	commits/<N>                    batch N is done
 //	progress/<N>                   the batch's Progress record
-//	state/<operator>/<partition>/  statestore files
+//	state/<operator>/<partition>/  statestore files (or named stores in
+//	                               subfolders: a join's left/, right/, table/)
 //	sources/<i>/                   the source's own log, if it keeps one
 //	.lock                          local checkpoints only: the driver lock
 //

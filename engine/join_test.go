@@ -404,3 +404,38 @@ func TestStreamJoinAfterDedup(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinsReleaseWhatTheyAllocate runs each kind of join under a checked
+// allocator: after the query and its release, nothing is left allocated.
+func TestJoinsReleaseWhatTheyAllocate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	left, right := jScript(rng, 6)
+	stream, table := tScript(rng, 6)
+	st := &memStatic{}
+	st.add([2]string{"a", "x"}, [2]string{"b", "y"}, [2]string{"b", "z"})
+	streams := map[string]func() *Stream{
+		"stream-stream": func() *Stream {
+			return joinStream(newJSource("l", left), newJSource("r", right), FullOuter, 5*time.Second, -5*time.Second, 10*time.Second)
+		},
+		"stream-table": func() *Stream { return tableStream(newJSource("s", stream), newTSource(table), LeftOuter) },
+		"stream-static": func() *Stream {
+			return ReadStream(newJSource("s", stream)).JoinStatic(st, LeftOuter, EveryBatch, On("key", "key")).ID("st")
+		},
+	}
+	for name, mk := range streams {
+		t.Run(name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			cp := localStore(t)
+			sink := memsink.New("out")
+			for range 2 { // the second run loads the state the first left
+				if _, err := runQuery(t, mk(), WithCheckpoint(cp), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(2), WithAllocator(mem)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(sink.All()) == 0 {
+				t.Fatal("no output")
+			}
+			mem.AssertSize(t, 0)
+		})
+	}
+}

@@ -55,9 +55,11 @@ func (s *joinSink) AddBatch(_ context.Context, _ int64, sc *arrow.Schema, recs [
 }
 
 // TestNexmarkJoins runs Nexmark q3 (persons in OR/ID/CA joined with their
-// category-10 auctions: an unbounded inner stream-stream join) and q8 (new
+// category-10 auctions: an unbounded inner stream-stream join), q8 (new
 // persons with the auctions they opened in the same 10 s tumbling window: a
 // stream-stream join on (person, window) bounded by Within and watermarks)
+// and q7 in full (the highest price of each 10 s window joined back to the
+// bids of that price in it: a window aggregation, then a join, one chain)
 // through the engine, over the same events as DuckDB's hash join, checks
 // that the answers agree, and logs each side's throughput per CPU second.
 //
@@ -142,6 +144,31 @@ WHERE a.event_type = 1 AND a.category = 10 AND p.event_type = 0 AND p.state IN (
 FROM events a JOIN events p ON a.seller = p.person_id
   AND epoch_us(a.date_time) // 10000000 = epoch_us(p.date_time) // 10000000
 WHERE a.event_type = 1 AND p.event_type = 0`,
+		},
+		{
+			name: "q7",
+			stream: func(events, events2 engine.Source) *engine.Stream {
+				bids := engine.ReadStream(events2).Where(kind(2)).
+					Select(col("auction"), col("price"), col("date_time")).
+					WithWatermark("date_time", time.Second).
+					WithColumn("bid_win", window("date_time"))
+				return engine.ReadStream(events).Where(kind(2)).
+					Select(col("price"), col("date_time")).
+					WithWatermark("date_time", time.Second).
+					GroupByWindow(engine.TumblingWindow("date_time", 10*time.Second)).ID("q7-max").
+					Agg(batch.Max(batch.Col("price")).As("max_price")).
+					WithColumn("win", window("window_start")).
+					Join(bids, engine.Inner, engine.On("win", "bid_win"), engine.On("max_price", "price"),
+						engine.Within("window_end", "date_time", -10*time.Second, 0)).ID("q7")
+			},
+			a: "auction", b: "price",
+			sql: `WITH m AS (
+  SELECT epoch_us(date_time) // 10000000 AS w, max(price) AS p FROM events WHERE event_type = 2 GROUP BY 1
+)
+SELECT count(*)::BIGINT, sum(b.auction)::BIGINT, sum(b.price)::BIGINT
+FROM events b JOIN m ON epoch_us(b.date_time) // 10000000 = m.w AND b.price = m.p
+WHERE b.event_type = 2
+  AND (m.w + 1) * 10000000 <= (SELECT max(epoch_us(date_time)) - 1000000 FROM events) -- the windows the final watermark closed`,
 		},
 	}
 	for _, q := range queries {

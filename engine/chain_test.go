@@ -803,3 +803,37 @@ func TestSlidingWindowCheckpointOfRowsKeepsRows(t *testing.T) {
 		t.Fatalf("restarted\n %v\nwant\n %v", b, a)
 	}
 }
+
+// TestChainReleasesEveryBuffer runs each chain under a checked allocator,
+// restarting mid-way, and finds every Arrow buffer released once the
+// query is done.
+func TestChainReleasesEveryBuffer(t *testing.T) {
+	cases := []struct {
+		name   string
+		stream func(Source) *Stream
+		mode   OutputMode
+	}{
+		{"rollup", rollupStream, Append},
+		{"dedup then aggregate", dedupAggStream, Update},
+		{"windows then top", topStream(2), Append},
+		{"sliding by panes", slidingStream, Append},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			script := randomPayments(9, 8)
+			cp := localStore(t)
+			for i := 0; i < 2; i++ {
+				trig := Once()
+				if i == 1 {
+					trig = AvailableNow()
+				}
+				if _, err := runQuery(t, tc.stream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(memsink.New("out")),
+					WithTrigger(trig), WithOutputMode(tc.mode), WithStatePartitions(2), WithAllocator(mem)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mem.AssertSize(t, 0)
+		})
+	}
+}

@@ -28,8 +28,8 @@ const (
 	stepBatchID
 	stepWithColumn
 	stepDrop
-	stepJoin
 	stepTop
+	stepJoin
 )
 
 type step struct {

@@ -28,6 +28,7 @@ const (
 	stepBatchID
 	stepWithColumn
 	stepDrop
+	stepProcess
 )
 
 type step struct {
@@ -38,12 +39,16 @@ type step struct {
 	wm    *watermarkStep
 	name  string   // stepBatchID, stepWithColumn: the column
 	names []string // stepDrop: the columns
+	proc  *processStep
 }
 
 // opID is the id of a stateful step's operator.
 func (st step) opID() string {
 	if st.agg != nil {
 		return st.agg.id
+	}
+	if st.proc != nil {
+		return st.proc.id
 	}
 	return ""
 }
@@ -277,6 +282,8 @@ func (s *Stream) describe() string {
 			fmt.Fprintf(&b, "withColumn(%s, %s)", st.name, st.pred)
 		case stepDrop:
 			fmt.Fprintf(&b, "drop(%s)", strings.Join(st.names, ", "))
+		case stepProcess:
+			fmt.Fprintf(&b, "process[%s](%s)", st.proc.id, strings.Join(st.proc.keys, ", "))
 		}
 	}
 	return b.String()

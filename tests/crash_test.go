@@ -141,7 +141,7 @@ func progArgs(cp, out string, extra ...string) []string {
 func TestCrashAtEveryFaultPoint(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions", "process"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
 			switch mode {
@@ -151,6 +151,8 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 				extra = []string{"-windowed"}
 			case "sessions":
 				extra = []string{"-sessions"}
+			case "process":
+				extra = []string{"-process"}
 			}
 			refOut := t.TempDir()
 			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}

@@ -36,15 +36,16 @@ func main() {
 	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
 	windowed := flag.Bool("windowed", false, "tumbling 1 s event-time windows with a 500 ms watermark, append mode")
 	sessions := flag.Bool("sessions", false, "session windows (gap 120 ms) with a 500 ms watermark, append mode")
+	process := flag.Bool("process", false, "a user processor: running sum per key, an event-time timer 1 s after a key's first row, a 500 ms watermark")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions, *process); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, process bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -77,6 +78,9 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.SessionWindow("ts", 120*time.Millisecond), "key").ID("sessions").
 			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+	case process:
+		mode = engine.Append
+		stream = stream.WithWatermark("ts", 500*time.Millisecond).GroupBy("key").ID("proc").Process(&sumTimer{})
 	default:
 		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	}
@@ -182,4 +186,55 @@ func (d *dirSink) AddBatch(ctx context.Context, id int64, _ *arrow.Schema, recs 
 		}
 	}
 	return err
+}
+
+// sumTimer keeps a running sum and count per key and emits them each
+// batch; an event-time timer 1 s after a key's first row since its last
+// flush emits a flush row and clears the key.
+type sumTimer struct {
+	acc *engine.ValueState[acc]
+}
+
+type acc struct{ Sum, N int64 }
+
+type procOut struct {
+	Key   string
+	What  string
+	Sum   int64
+	N     int64
+	Batch int64
+}
+
+func (p *sumTimer) Init(s *engine.ProcessorSpec) error {
+	s.Output(procOut{})
+	p.acc = engine.NewValueState[acc](s, "acc")
+	return nil
+}
+
+func (p *sumTimer) Handle(k *engine.KeyContext, rows *engine.Rows) error {
+	var in []struct {
+		Amount int64
+		Ts     time.Time
+	}
+	if err := rows.Decode(&in); err != nil {
+		return err
+	}
+	a, ok := p.acc.Get(k)
+	if !ok {
+		k.RegisterTimer(engine.EventTime, in[0].Ts.Add(time.Second))
+	}
+	for _, r := range in {
+		a.Sum += r.Amount
+		a.N++
+	}
+	p.acc.Set(k, a)
+	k.Emit(procOut{Key: k.Key().Values()[0].(string), What: "sum", Sum: a.Sum, N: a.N, Batch: k.BatchID()})
+	return nil
+}
+
+func (p *sumTimer) OnTimer(k *engine.KeyContext, t engine.Timer) error {
+	a, _ := p.acc.Get(k)
+	p.acc.Clear(k)
+	k.Emit(procOut{Key: k.Key().Values()[0].(string), What: "flush@" + t.At.Format(time.StampMilli), Sum: a.Sum, N: a.N, Batch: k.BatchID()})
+	return nil
 }

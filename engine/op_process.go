@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/binary"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -293,6 +294,7 @@ type procPart struct {
 	nextProc    atomic.Int64 // earliest processing-time timer (Unix ms), 0 for none
 	rows, bytes int64
 	fired       int64
+	decoders    decoderCache
 }
 
 type procKey struct {
@@ -379,6 +381,34 @@ func (p *procPart) keyOf(vals []any) *procKey {
 	k := &procKey{key: Key{vals: vals, enc: enc}, cells: make([]map[string]*cell, len(p.op.spec.states)), timers: map[timerID]bool{}}
 	p.keys[enc] = k
 	return k
+}
+
+// appendKeyEnc appends the encoding of row i's key columns, the same bytes
+// as appendRow of keyVals, without boxing the common column types.
+func appendKeyEnc(dst []byte, rec arrow.RecordBatch, cols []int, i int) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(cols)))
+	for _, c := range cols {
+		arr := rec.Column(c)
+		if arr.IsNull(i) {
+			dst = append(dst, tagNull)
+			continue
+		}
+		switch a := arr.(type) {
+		case *array.String:
+			v := a.Value(i)
+			dst = binary.AppendUvarint(append(dst, tagString), uint64(len(v)))
+			dst = append(dst, v...)
+		case *array.Int64:
+			dst = binary.AppendVarint(append(dst, tagInt), a.Value(i))
+		default:
+			v, err := plainAt(arr, i)
+			if err != nil {
+				return nil, fmt.Errorf("key column %q: %w", rec.Schema().Field(c).Name, err)
+			}
+			dst = appendRow(dst, []any{v})[1:] // one field: drop its count byte
+		}
+	}
+	return dst, nil
 }
 
 func keyVals(rec arrow.RecordBatch, cols []int, i int) ([]any, error) {
@@ -607,13 +637,22 @@ func (o *procOp) keyColsIn(s *arrow.Schema) []int {
 func (p *procPart) eachKey(recs []arrow.RecordBatch, schema *arrow.Schema, keyCols []int, f func(*KeyContext, *Rows) error) error {
 	var order []*procKey
 	groups := map[*procKey][]rowRef{}
+	var buf []byte
 	for _, rec := range recs {
 		for i := range int(rec.NumRows()) {
-			vals, err := keyVals(rec, keyCols, i)
+			var err error
+			buf, err = appendKeyEnc(buf[:0], rec, keyCols, i)
 			if err != nil {
 				return err
 			}
-			k := p.keyOf(vals)
+			k, ok := p.keys[string(buf)]
+			if !ok {
+				vals, err := keyVals(rec, keyCols, i)
+				if err != nil {
+					return err
+				}
+				k = p.keyOf(vals)
+			}
 			if _, ok := groups[k]; !ok {
 				order = append(order, k)
 			}
@@ -622,7 +661,7 @@ func (p *procPart) eachKey(recs []arrow.RecordBatch, schema *arrow.Schema, keyCo
 	}
 	for _, k := range order {
 		kc := &KeyContext{part: p, key: k}
-		err := f(kc, &Rows{schema: schema, refs: groups[k]})
+		err := f(kc, &Rows{schema: schema, refs: groups[k], cache: &p.decoders})
 		if err == nil {
 			err = kc.err
 		}

@@ -508,6 +508,48 @@ func (k *KeyContext) mapCells(d *stateDecl) []*cell {
 type Rows struct {
 	schema *arrow.Schema
 	refs   []rowRef
+	cache  *decoderCache
+}
+
+// decoderCache keeps, per partition, the codec and column positions of each
+// type Rows.Decode fills, so reflection runs once per type, not per call.
+type decoderCache struct {
+	schema *arrow.Schema
+	byType map[reflect.Type]*rowDecoder
+}
+
+type rowDecoder struct {
+	c    *codec
+	cols []int
+}
+
+func (dc *decoderCache) get(schema *arrow.Schema, t reflect.Type) (*rowDecoder, error) {
+	if dc != nil && dc.schema == schema {
+		if d, ok := dc.byType[t]; ok {
+			return d, nil
+		}
+	}
+	c, err := newCodec(t)
+	if err != nil {
+		return nil, err
+	}
+	d := &rowDecoder{c: c, cols: make([]int, len(c.fields))}
+	for i, f := range c.fields {
+		name := f.name
+		if c.scalar {
+			name = schema.Field(0).Name
+		}
+		if d.cols[i] = columnFor(schema, name); d.cols[i] < 0 {
+			return nil, fmt.Errorf("field %s of %s has no column in %s", f.name, c.typ, schema)
+		}
+	}
+	if dc != nil {
+		if dc.schema != schema {
+			dc.schema, dc.byType = schema, map[reflect.Type]*rowDecoder{}
+		}
+		dc.byType[t] = d
+	}
+	return d, nil
 }
 
 type rowRef struct {
@@ -541,20 +583,11 @@ func (r *Rows) Decode(dst any) error {
 		return fmt.Errorf("engine: rows: Decode needs a pointer to a slice, got %T", dst)
 	}
 	sv := pv.Elem()
-	c, err := newCodec(sv.Type().Elem())
+	d, err := r.cache.get(r.schema, sv.Type().Elem())
 	if err != nil {
 		return fmt.Errorf("engine: rows: %w", err)
 	}
-	cols := make([]int, len(c.fields))
-	for i, f := range c.fields {
-		name := f.name
-		if c.scalar {
-			name = r.schema.Field(0).Name
-		}
-		if cols[i] = columnFor(r.schema, name); cols[i] < 0 {
-			return fmt.Errorf("engine: rows: field %s of %s has no column in %s", f.name, c.typ, r.schema)
-		}
-	}
+	c, cols := d.c, d.cols
 	out := reflect.MakeSlice(sv.Type(), len(r.refs), len(r.refs))
 	vals := make([]any, len(c.fields))
 	for j, ref := range r.refs {

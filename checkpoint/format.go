@@ -78,6 +78,14 @@ type OperatorConf struct {
 	Keys        []string `json:"keys"`
 	KeySchema   string   `json:"keySchema"`
 	StateSchema string   `json:"stateSchema"`
+	// Stores names the operator's state stores when it has several, each
+	// at state/<id>/<partition>/<store>/ (a join's sides, a processor's
+	// states and timers); empty for the one store at state/<id>/<partition>/.
+	Stores []string `json:"stores,omitempty"`
+	// Params records settings that change what the state means without
+	// changing its schema (a window's size, a top-N's n), compared at
+	// restart when the checkpoint recorded them.
+	Params string `json:"params,omitempty"`
 }
 
 // CommitEntry is commits/N: batch N is done.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/internal/kernel"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
@@ -241,6 +242,8 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 // bindOperator builds the operator of a stateful step over its input.
 func bindOperator(cfg *config, in *arrow.Schema, st step, ev eventTimeCol, wm *watermarkStep) (operator, error) {
 	switch {
+	case st.kind == stepTop:
+		return newTopOp(cfg, in, st.top, ev)
 	case st.kind == stepProcess:
 		return newProcOp(cfg, in, st.proc, wm)
 	case st.kind == stepDedup:
@@ -343,11 +346,18 @@ func (c *chainOp) newPartitions(n int) error {
 
 // storeDir is where store s of partition p lives.
 func (c *chainOp) storeDir(p int, s storeSpec) string {
-	d := stateDir(c.op.id(), p)
-	if s.name != "" {
-		d += "/" + s.name
+	return checkpoint.StoreDir(c.op.id(), p, s.name)
+}
+
+// conf is the operator's restart description with its named stores.
+func (c *chainOp) conf() OperatorConf {
+	oc := c.op.conf()
+	for _, s := range c.specs {
+		if s.name != "" {
+			oc.Stores = append(oc.Stores, s.name)
+		}
 	}
-	return d
+	return oc
 }
 
 // openState opens every store of every operator partition and loads

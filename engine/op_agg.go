@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -360,7 +361,28 @@ func (p *groupByPart) finish(ctx context.Context, fc *finishCtx) (finished, erro
 }
 
 func aggConf(st *aggregateStep, kind string, h *hashAgg) OperatorConf {
-	return OperatorConf{ID: st.id, Kind: kind, Keys: st.keys, KeySchema: h.keySchema.String(), StateSchema: h.stateSchema.String()}
+	return OperatorConf{ID: st.id, Kind: kind, Keys: st.keys, KeySchema: h.keySchema.String(), StateSchema: h.stateSchema.String(), Params: aggParams(st)}
+}
+
+// aggParams spells what the state schema does not show: each aggregate's
+// function and input, the window's size and slide or the session's gap.
+func aggParams(st *aggregateStep) string {
+	var parts []string
+	if st.window != nil {
+		parts = append(parts, "window="+st.window.String())
+	}
+	for _, a := range st.aggs {
+		in := "*"
+		if a.Input() != nil {
+			in = a.Input().String()
+		}
+		pb := ""
+		if a.IsPerBatch() {
+			pb = " per batch"
+		}
+		parts = append(parts, fmt.Sprintf("%s(%s)%s AS %s", a.Func(), in, pb, a.Name()))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // windowOp is GroupByWindow(TumblingWindow|SlidingWindow, keys).Agg(...):

@@ -199,7 +199,7 @@ func (o *sessionOp) stores() []storeSpec {
 	return []storeSpec{{key: o.keySchema, value: o.stateSchema, uniqueUpserts: true}}
 }
 func (o *sessionOp) conf() OperatorConf {
-	return OperatorConf{ID: o.step.id, Kind: o.kind(), Keys: o.step.keys, KeySchema: o.keySchema.String(), StateSchema: o.stateSchema.String()}
+	return OperatorConf{ID: o.step.id, Kind: o.kind(), Keys: o.step.keys, KeySchema: o.keySchema.String(), StateSchema: o.stateSchema.String(), Params: aggParams(o.step)}
 }
 
 // eventTime is the session's end (window_end) minus 1 ms.

@@ -25,7 +25,7 @@ func (r *run) main(ctx context.Context) error {
 		r.conf.SourceIDs = append(r.conf.SourceIDs, sourceID(src))
 	}
 	for _, c := range r.ex.ops {
-		r.conf.Operators = append(r.conf.Operators, c.op.conf())
+		r.conf.Operators = append(r.conf.Operators, c.conf())
 	}
 	for _, s := range cfg.sinks {
 		r.conf.Sinks = append(r.conf.Sinks, describe(s))

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"cmp"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"reflect"

@@ -122,13 +122,13 @@ func run(ctx context.Context, c Case, newProcessor func() engine.Processor, rest
 		n := max(0, min(src.consumed.Load(), src.avail.Load()-1))
 		return c.Start.Add(time.Duration(n) * c.Step)
 	})
-	once := func() error {
+	once := func(trigger engine.Trigger) error {
 		s := engine.ReadStream(src)
 		if c.WatermarkCol != "" {
 			s = s.WithWatermark(c.WatermarkCol, c.Delay)
 		}
 		q, err := engine.NewQuery(s.GroupBy(c.Keys...).ID("processortest").Process(newProcessor(), c.Options...),
-			engine.WithCheckpoint(cp), engine.WithSink(sink), engine.WithTrigger(engine.AvailableNow()),
+			engine.WithCheckpoint(cp), engine.WithSink(sink), engine.WithTrigger(trigger),
 			engine.WithStatePartitions(c.Partitions), clock)
 		if err != nil {
 			return err
@@ -137,15 +137,18 @@ func run(ctx context.Context, c Case, newProcessor func() engine.Processor, rest
 	}
 	if !restart {
 		src.avail.Store(int64(len(c.Batches)))
-		return sink, once()
+		return sink, once(engine.AvailableNow())
 	}
+	// One batch per start (the batch of record i, as in the single run),
+	// then a last pass for the batches without input that the single run
+	// ends with (timers and a watermark that moved).
 	for i := range c.Batches {
 		src.avail.Store(int64(i + 1))
-		if err := once(); err != nil {
+		if err := once(engine.Once()); err != nil {
 			return nil, err
 		}
 	}
-	return sink, nil
+	return sink, once(engine.AvailableNow())
 }
 
 // source serves recs, one per batch, up to avail.

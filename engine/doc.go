@@ -55,9 +55,21 @@
 //	offsets/<N, 20 digits>         write-ahead plan of batch N (offsetlog v1 JSON)
 //	commits/<N>                    batch N is done
 //	progress/<N>                   the batch's Progress record
-//	state/<operator>/<partition>/  statestore files
+//	state/<operator>/<partition>/  statestore files (one folder per named
+//	                               store: a processor's states and timers,
+//	                               docs/format/processor.md)
 //	sources/<i>/                   the source's own log, if it keeps one
 //	.lock                          local checkpoints only: the driver lock
+//
+// # User processors
+//
+// GroupBy(keys…).Process(p) runs Go code (a Processor) once per key per
+// batch with typed state (ValueState, ListState, MapState; TTL on the
+// batch timestamp) and durable timers (event time: the watermark;
+// processing time: the batch timestamp of offsets/N, which also makes the
+// planner run a batch without input). Processor's doc states the
+// determinism rule; package processortest checks it. Side effects leave as
+// intent rows for package outbox.
 //
 // # Lifecycle
 //

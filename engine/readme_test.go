@@ -68,7 +68,17 @@ func readmeEventTime(src engine.Source, cp storage.Store, out, lateSink engine.S
 	return q, err
 }
 
+// readmeProcess is "Processors".
+func readmeProcess(payments engine.Source, rule engine.Processor) *engine.Stream {
+	stream := engine.ReadStream(payments).
+		WithWatermark("ts", time.Minute).
+		GroupBy("card_id").ID("cardblock").
+		Process(rule) // an engine.Processor: Init, Handle, OnTimer
+	return stream
+}
+
 var (
+	_ = readmeProcess
 	_ = readmeQuery
 	_ = readmeColumns
 	_ = readmeEventTime

@@ -10,6 +10,9 @@
 //
 // # Protocol
 //
+// The steps below are for Kafka; a PostgreSQL table works the same way
+// with seq as its one partition's offset (see below).
+//
 //  1. Start: the worker reads its checkpoint (an offsetlog under
 //     <checkpoint>/positions/, one entry per delivered round) and takes the
 //     newest entry's position per partition of the intents topic (offset 0
@@ -35,6 +38,19 @@
 // Idempotency-Key, so a receiver that keeps the keys it has served (Stripe,
 // Adyen and most payment APIs do) applies each intent once. Nothing is
 // lost: positions move only after a delivery or a dead letter.
+//
+// # A PostgreSQL outbox table
+//
+// WithPostgres reads intents from a table instead of a topic: a table with
+// a seq bigserial column that the query writes through the offsets-in-sink
+// protocol (foreachbatch/postgres: NewOffsetsInSink, or inserts inside
+// Guard.Run), so a batch's intents commit in the same transaction that
+// advances its progress row, and a repeated batch adds none. The worker
+// reads rows with seq at or above its position, in seq order, and POSTs
+// each row as JSON (row_to_json). Only committed rows are visible; the
+// guard's lock on the progress row orders the writing transactions, so seq
+// grows in commit order (write the table under one job only). The position
+// is partition "0" of the checkpoint, holding the next seq.
 //
 // # Intent ids
 //

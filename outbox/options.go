@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -31,6 +32,8 @@ type config struct {
 	kopts       []kgo.Opt
 	idleExit    time.Duration
 	keep        int
+	pg          *pgxpool.Pool
+	table       string
 }
 
 func defaults() config {
@@ -52,6 +55,16 @@ func WithBrokers(addrs ...string) Option {
 
 // WithTopic sets the intents topic (required).
 func WithTopic(topic string) Option { return func(c *config) { c.topic = topic } }
+
+// WithPostgres reads intents from an outbox table instead of Kafka: a
+// table with a bigint column seq (seq bigserial primary key) that the
+// query writes with the offsets-in-sink sink (foreachbatch/postgres
+// NewOffsetsInSink, or rows added inside Guard.Run), so each batch's
+// intents commit in the transaction that advances its progress row. Each
+// row is POSTed as its JSON (row_to_json). The caller owns the pool.
+func WithPostgres(pool *pgxpool.Pool, table string) Option {
+	return func(c *config) { c.pg, c.table = pool, table }
+}
 
 // WithCheckpoint sets the storage of the worker's own checkpoint
 // (required): positions/ and deadletter/.
@@ -110,11 +123,21 @@ func WithIdleExit(d time.Duration) Option { return func(c *config) { c.idleExit 
 
 func (c *config) validate() error {
 	var errs []string
-	if len(c.brokers) == 0 {
-		errs = append(errs, "no brokers (WithBrokers)")
-	}
-	if c.topic == "" {
-		errs = append(errs, "no intents topic (WithTopic)")
+	switch {
+	case c.pg != nil:
+		if c.table == "" {
+			errs = append(errs, "no outbox table (WithPostgres)")
+		}
+		if len(c.brokers) > 0 || c.topic != "" {
+			errs = append(errs, "both Kafka (WithBrokers, WithTopic) and PostgreSQL (WithPostgres): choose one")
+		}
+	default:
+		if len(c.brokers) == 0 {
+			errs = append(errs, "no brokers (WithBrokers)")
+		}
+		if c.topic == "" {
+			errs = append(errs, "no intents topic (WithTopic)")
+		}
 	}
 	if c.cp == nil {
 		errs = append(errs, "no checkpoint storage (WithCheckpoint)")

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,15 +10,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/storage"
@@ -71,8 +67,7 @@ type Worker struct {
 	log   *offsetlog.Log[Position]
 	round int64
 	pos   Position
-	cl    *kgo.Client
-	adm   *kadm.Client
+	src   intentSource
 	sleep func(ctx context.Context, d time.Duration) error
 
 	delivered, failed, dead atomic.Int64
@@ -101,6 +96,11 @@ func New(opts ...Option) (*Worker, error) {
 		cfg.deadLetter = &storeDeadLetter{st: storage.Sub(cfg.cp, "deadletter")}
 	}
 	w := &Worker{cfg: cfg, log: offsetlog.New[Position](cfg.cp, "positions"), sleep: sleepCtx}
+	if cfg.pg != nil {
+		w.src = &pgSource{pool: cfg.pg, table: cfg.table, idField: cfg.idField}
+	} else {
+		w.src = &kafkaSource{cfg: &w.cfg}
+	}
 	w.mu.lag = map[int32]int64{}
 	if cfg.reg != nil {
 		m := &metrics{
@@ -148,52 +148,18 @@ func (w *Worker) start(ctx context.Context) error {
 		return fmt.Errorf("outbox: read checkpoint: %w", err)
 	}
 	if ok {
-		if pos.Topic != w.cfg.topic {
-			return fmt.Errorf("outbox: the checkpoint (positions/%d) belongs to topic %q, this worker reads %q; use another checkpoint", id, pos.Topic, w.cfg.topic)
+		if pos.Topic != w.src.name() {
+			return fmt.Errorf("outbox: the checkpoint (positions/%d) belongs to %q, this worker reads %q; use another checkpoint", id, pos.Topic, w.src.name())
 		}
 		w.round, w.pos = id, pos
 	} else {
-		w.round, w.pos = -1, Position{V: 1, Topic: w.cfg.topic, Next: map[string]int64{}}
+		w.round, w.pos = -1, Position{V: 1, Topic: w.src.name(), Next: map[string]int64{}}
 	}
-	probe, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.kopts...)...)
-	if err != nil {
-		return fmt.Errorf("outbox: kafka client: %w", err)
-	}
-	ends, err := kadm.NewClient(probe).ListCommittedOffsets(ctx, w.cfg.topic)
-	probe.Close()
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("outbox: list partitions of %s: %w", w.cfg.topic, err)
-	}
-	parts := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		parts[o.Partition] = kgo.NewOffset().At(w.pos.Next[strconv.Itoa(int(o.Partition))])
-	})
-	if len(parts) == 0 {
-		return fmt.Errorf("outbox: topic %s has no partitions", w.cfg.topic)
-	}
-	w.cl, err = kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(w.cfg.brokers...),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.cfg.topic: parts}),
-		kgo.FetchMaxWait(200 * time.Millisecond),
-	}, w.cfg.kopts...)...)
-	if err != nil {
-		return fmt.Errorf("outbox: kafka client: %w", err)
-	}
-	w.adm = kadm.NewClient(w.cl)
-	return nil
+	return w.src.open(ctx, w.pos.Next)
 }
 
-// Close releases the Kafka client.
-func (w *Worker) Close() {
-	if w.cl != nil {
-		w.cl.Close()
-		w.cl = nil
-	}
-}
+// Close releases the Kafka client or ends the PostgreSQL reads.
+func (w *Worker) Close() { w.src.close() }
 
 // Run delivers intents until ctx ends (it then returns ctx's error), an
 // error, or, under WithIdleExit, an idle period.
@@ -203,23 +169,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	idle := time.Now()
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		fs := w.cl.PollRecords(pctx, 500)
-		cancel()
-		if err := ctx.Err(); err != nil {
+		ins, err := w.src.poll(ctx)
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if err != nil {
 			return err
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && ferr == nil {
-				ferr = fmt.Errorf("outbox: fetch %s[%d]: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		recs := fs.Records()
-		if len(recs) == 0 {
+		if len(ins) == 0 {
 			w.updateLag(ctx)
 			if w.cfg.idleExit > 0 && time.Since(idle) >= w.cfg.idleExit {
 				return nil
@@ -227,15 +184,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		idle = time.Now()
-		slices.SortFunc(recs, func(a, b *kgo.Record) int {
-			return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-		})
-		next := Position{V: 1, Topic: w.cfg.topic, Next: map[string]int64{}, Delivered: w.pos.Delivered, DeadLettered: w.pos.DeadLettered}
+		next := Position{V: 1, Topic: w.src.name(), Next: map[string]int64{}, Delivered: w.pos.Delivered, DeadLettered: w.pos.DeadLettered}
 		for p, o := range w.pos.Next {
 			next.Next[p] = o
 		}
-		for _, r := range recs {
-			in := Intent{ID: intentID(r, w.cfg.idField), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Payload: r.Value}
+		for _, in := range ins {
 			dead, err := w.deliver(ctx, in)
 			if err != nil {
 				return err
@@ -245,7 +198,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			} else {
 				next.Delivered++
 			}
-			next.Next[strconv.Itoa(int(r.Partition))] = r.Offset + 1
+			next.Next[strconv.Itoa(int(in.Partition))] = in.Offset + 1
 		}
 		if err := w.log.Add(ctx, w.round+1, next); err != nil {
 			return fmt.Errorf("outbox: write positions/%d: %w", w.round+1, err)
@@ -261,17 +214,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// intentID is the id field of the record's JSON value, or
-// topic/partition/offset.
-func intentID(r *kgo.Record, field string) string {
+// intentID is the id field of the JSON value, or where/partition/offset.
+func intentID(value []byte, field, where string, partition int32, offset int64) string {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(r.Value, &m) == nil {
+	if json.Unmarshal(value, &m) == nil {
 		var s string
 		if raw, ok := m[field]; ok && json.Unmarshal(raw, &s) == nil && s != "" {
 			return s
 		}
 	}
-	return fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
+	return fmt.Sprintf("%s/%d/%d", where, partition, offset)
 }
 
 // deliver POSTs in until a 2xx answer or the last attempt, which sends it
@@ -346,22 +298,19 @@ func redactErr(err error) error {
 }
 
 func (w *Worker) updateLag(ctx context.Context) {
-	ends, err := w.adm.ListCommittedOffsets(ctx, w.cfg.topic)
+	ends, err := w.src.ends(ctx)
 	if err != nil {
 		return // lag is a figure; the next round tries again
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			return
-		}
-		lag := max(0, o.Offset-w.pos.Next[strconv.Itoa(int(o.Partition))])
-		w.mu.lag[o.Partition] = lag
+	for p, end := range ends {
+		lag := max(0, end-w.pos.Next[strconv.Itoa(int(p))])
+		w.mu.lag[p] = lag
 		if w.m != nil {
-			w.m.lag.WithLabelValues(strconv.Itoa(int(o.Partition))).Set(float64(lag))
+			w.m.lag.WithLabelValues(strconv.Itoa(int(p))).Set(float64(lag))
 		}
-	})
+	}
 }
 
 // storeDeadLetter writes each dead intent once as JSON to

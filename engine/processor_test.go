@@ -566,3 +566,73 @@ func sortedRows(rows [][]any) string {
 	sort.Strings(s)
 	return strings.Join(s, "\n")
 }
+
+// badProc misbehaves as its mode says.
+type badProc struct {
+	mode string
+	n    *ValueState[int64]
+}
+
+func (p *badProc) Init(s *ProcessorSpec) error {
+	switch p.mode {
+	case "no output":
+	case "reserved name":
+		s.Output(sumOut{})
+		NewValueState[int64](s, "timers")
+	case "bad name":
+		s.Output(sumOut{})
+		NewValueState[int64](s, "a/b")
+	case "bad type":
+		s.Output(sumOut{})
+		NewValueState[map[string]int](s, "m")
+	default:
+		s.Output(sumOut{})
+		p.n = NewValueState[int64](s, "n")
+	}
+	return nil
+}
+
+func (p *badProc) Handle(k *KeyContext, rows *Rows) error {
+	switch p.mode {
+	case "wrong emit":
+		k.Emit(collectOut{})
+	case "event timer without watermark":
+		k.RegisterTimer(EventTime, k.BatchTime())
+	case "missing column":
+		var in []struct{ Nope int64 }
+		return rows.Decode(&in)
+	}
+	return nil
+}
+
+func (p *badProc) OnTimer(*KeyContext, Timer) error { return nil }
+
+func TestProcessorMisuseFailsWithAClearError(t *testing.T) {
+	for mode, want := range map[string]string{
+		"no output":                     "no output type declared",
+		"reserved name":                 `state name "timers" is reserved`,
+		"bad name":                      `state name "a/b"`,
+		"bad type":                      "is not supported",
+		"wrong emit":                    "processor declared output engine.sumOut",
+		"event timer without watermark": "needs a watermark",
+		"missing column":                "field Nope of struct { Nope int64 } has no column",
+	} {
+		t.Run(mode, func(t *testing.T) {
+			q, err := NewQuery(ReadStream(newSeq(10, 10, 2)).GroupBy("key").Process(&badProc{mode: mode}),
+				WithCheckpoint(localStore(t)), WithSink(memsink.New("x")), WithTrigger(AvailableNow()))
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				err = q.Run(ctx)
+			}
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err %v, want one containing %q", err, want)
+			}
+			if strings.HasPrefix(mode, "wrong") || strings.HasPrefix(mode, "event") || strings.HasPrefix(mode, "missing") {
+				if !strings.Contains(err.Error(), "key [k0]") && !strings.Contains(err.Error(), "key [k1]") {
+					t.Fatalf("the error does not name the key: %v", err)
+				}
+			}
+		})
+	}
+}

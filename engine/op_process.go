@@ -160,8 +160,19 @@ func (o *procOp) eventTime() eventTimeCol       { return noEventTime }
 func (o *procOp) aggregates() bool              { return false }
 func (o *procOp) closes() bool                  { return true }
 
-// evicts: a moved watermark may fire event-time timers.
-func (o *procOp) evicts() bool { return o.watermarked }
+// evicts: a moved watermark is work when a partition holds an event-time
+// timer (it may be due).
+func (o *procOp) evicts() bool {
+	if !o.watermarked {
+		return false
+	}
+	for _, p := range o.parts {
+		if p.nextEvent.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
 
 func (o *procOp) prepare(_ context.Context, _ int, rec arrow.RecordBatch, _ int64) (arrow.RecordBatch, int64, error) {
 	rec.Retain()
@@ -292,6 +303,7 @@ type procPart struct {
 	out         *array.RecordBuilder
 	outRows     int64
 	nextProc    atomic.Int64 // earliest processing-time timer (Unix ms), 0 for none
+	nextEvent   atomic.Int64 // earliest event-time timer (Unix ms), 0 for none
 	rows, bytes int64
 	fired       int64
 	decoders    decoderCache
@@ -439,12 +451,16 @@ func (p *procPart) load(_ context.Context, store string, recs []arrow.RecordBatc
 				if err != nil {
 					return err
 				}
+				kind := TimerKind(kinds.Value(i))
+				if kind != EventTime && kind != ProcessingTime {
+					return fmt.Errorf("timers store: row %d has timer kind %d (1: event time, 2: processing time)", i, kind)
+				}
 				k := p.keyOf(vals)
-				k.timers[timerID{kind: TimerKind(kinds.Value(i)), ms: ms.Value(i)}] = true
+				k.timers[timerID{kind: kind, ms: ms.Value(i)}] = true
 				p.rows++
 			}
 		}
-		p.updateNextProc()
+		p.updateNextTimers()
 		return nil
 	}
 	var d *stateDecl
@@ -615,7 +631,7 @@ func (p *procPart) finish(ctx context.Context, fc *finishCtx) (finished, error) 
 		}
 	}
 	p.recount()
-	p.updateNextProc()
+	p.updateNextTimers()
 	if p.outRows > 0 {
 		f.out = p.out.NewRecordBatch()
 	}
@@ -837,16 +853,19 @@ func (p *procPart) recount() {
 	}
 }
 
-func (p *procPart) updateNextProc() {
-	next := int64(0)
+// updateNextTimers records the earliest timer of each kind, for the
+// planner (timerDue, evicts).
+func (p *procPart) updateNextTimers() {
+	var next [3]int64
 	for _, k := range p.keys {
 		for id := range k.timers {
-			if id.kind == ProcessingTime && (next == 0 || id.ms < next) {
-				next = id.ms
+			if n := &next[id.kind]; *n == 0 || id.ms < *n {
+				*n = id.ms
 			}
 		}
 	}
-	p.nextProc.Store(next)
+	p.nextEvent.Store(next[EventTime])
+	p.nextProc.Store(next[ProcessingTime])
 }
 
 func (p *procPart) committed() {

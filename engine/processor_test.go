@@ -636,3 +636,34 @@ func TestProcessorMisuseFailsWithAClearError(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessorReleasesEveryBuffer runs processors with state, timers,
+// initial state and a restart over a checked allocator.
+func TestProcessorReleasesEveryBuffer(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	cp, cp2 := localStore(t), localStore(t)
+	src := newListSource(cardSchema, cardRec("a", 0, 1, "b", 5, 1), cardRec("a", 8, 1), cardRec("c", 30, 1))
+	seq := newSeq(20, 10, 3)
+	schema := arrow.NewSchema([]arrow.Field{{Name: "key", Type: arrow.BinaryTypes.String}, {Name: "start", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(mem, schema)
+	b.Field(0).(*array.StringBuilder).AppendValues([]string{"k0", "k2"}, nil)
+	b.Field(1).(*array.Int64Builder).AppendValues([]int64{10, 20}, nil)
+	init := b.NewRecordBatch()
+	b.Release()
+	for i := range 2 {
+		trig := Once()
+		if i == 1 {
+			trig = AvailableNow()
+		}
+		if _, err := runQuery(t, ReadStream(src).WithWatermark("ts", 0).GroupBy("card").ID("w").Process(&windowProc{}),
+			WithCheckpoint(cp), WithSink(memsink.New("w")), WithTrigger(trig), WithStatePartitions(2), WithAllocator(mem)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runQuery(t, ReadStream(seq).GroupBy("key").Process(&initProc{}, WithInitialState(init)),
+			WithCheckpoint(cp2), WithSink(memsink.New("i")), WithTrigger(trig), WithStatePartitions(2), WithAllocator(mem)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	init.Release()
+	mem.AssertSize(t, 0)
+}

@@ -433,7 +433,6 @@ func hotFromTop(v windowValues) answer {
 	return out
 }
 
-
 // windowSink keeps the newest value per (window_start, key) of an
 // update-mode windowed aggregation; key "" means the window alone.
 type windowSink struct {

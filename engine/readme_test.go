@@ -103,6 +103,7 @@ var (
 	_ = readmeQuery
 	_ = readmeColumns
 	_ = readmeEventTime
+	_ = readmeChain
 )
 
 func TestReadmeSnippetsCompile(t *testing.T) {

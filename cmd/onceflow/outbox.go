@@ -8,9 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -34,11 +36,13 @@ func (h *headerFlags) Set(v string) error {
 // endpoint, with its position in its own checkpoint.
 func outboxCommand() *command {
 	return &command{
-		name: "outbox", args: "--brokers HOST:PORT,… --topic T --checkpoint DIR --endpoint URL [--header 'Name: value']… [--max-attempts N] [--backoff D] [--backoff-max D] [--idle-exit D] [--metrics-addr HOST:PORT]",
+		name: "outbox", args: "(--brokers HOST:PORT,… --topic T | --postgres-env VAR --table T) --checkpoint DIR --endpoint URL [--header 'Name: value']… [--max-attempts N] [--backoff D] [--backoff-max D] [--idle-exit D] [--metrics-addr HOST:PORT]",
 		summary: "deliver a query's committed intents to an HTTP endpoint, once per Idempotency-Key",
 		setup: func(fs *flag.FlagSet) action {
 			brokers := fs.String("brokers", "", "seed brokers, host:port,…; required")
-			topic := fs.String("topic", "", "the intents topic (written by the query's transactional Kafka sink); required")
+			topic := fs.String("topic", "", "the intents topic (written by the query's transactional Kafka sink)")
+			pgEnv := fs.String("postgres-env", "", "read an outbox table instead of Kafka: the name of the environment variable holding the PostgreSQL URL (the URL, with its password, stays out of the command line)")
+			table := fs.String("table", "", "with --postgres-env: the outbox table (a seq bigserial column, written under the offsets-in-sink guard)")
 			cpLoc := fs.String("checkpoint", "", "the worker's own checkpoint (a directory, file:// or s3:// URL); required")
 			endpoint := fs.String("endpoint", "", "the URL each intent is POSTed to; required")
 			var headers headerFlags
@@ -50,8 +54,9 @@ func outboxCommand() *command {
 			idle := fs.Duration("idle-exit", 0, "exit once no intent arrived for this long (0: run until interrupted)")
 			metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://HOST:PORT/metrics (default: none)")
 			return func(ctx context.Context, _ []string, stdout io.Writer) error {
-				if *brokers == "" || *topic == "" || *cpLoc == "" || *endpoint == "" {
-					return fmt.Errorf("%w: --brokers, --topic, --checkpoint and --endpoint are required", errUsage)
+				kafka, pg := *brokers != "" || *topic != "", *pgEnv != "" || *table != ""
+				if kafka == pg || (kafka && (*brokers == "" || *topic == "")) || (pg && (*pgEnv == "" || *table == "")) || *cpLoc == "" || *endpoint == "" {
+					return fmt.Errorf("%w: --checkpoint, --endpoint and either --brokers with --topic or --postgres-env with --table are required", errUsage)
 				}
 				cp, err := openStore(ctx, *cpLoc)
 				if err != nil {
@@ -60,9 +65,22 @@ func outboxCommand() *command {
 				defer cp.Close()
 				reg := prometheus.NewRegistry()
 				opts := []outbox.Option{
-					outbox.WithBrokers(strings.Split(*brokers, ",")...), outbox.WithTopic(*topic), outbox.WithCheckpoint(cp),
-					outbox.WithEndpoint(*endpoint), outbox.WithMaxAttempts(*maxAttempts), outbox.WithBackoff(*backoff, *backoffMax),
+					outbox.WithCheckpoint(cp), outbox.WithEndpoint(*endpoint), outbox.WithMaxAttempts(*maxAttempts), outbox.WithBackoff(*backoff, *backoffMax),
 					outbox.WithIDField(*idField), outbox.WithIdleExit(*idle), outbox.WithRegisterer(reg),
+				}
+				if kafka {
+					opts = append(opts, outbox.WithBrokers(strings.Split(*brokers, ",")...), outbox.WithTopic(*topic))
+				} else {
+					dsn := os.Getenv(*pgEnv)
+					if dsn == "" {
+						return fmt.Errorf("outbox: environment variable %s (--postgres-env) is empty", *pgEnv)
+					}
+					pool, err := pgxpool.New(ctx, dsn)
+					if err != nil {
+						return fmt.Errorf("outbox: PostgreSQL URL in %s: %v", *pgEnv, hidePGURL(err))
+					}
+					defer pool.Close()
+					opts = append(opts, outbox.WithPostgres(pool, *table))
 				}
 				for _, h := range headers {
 					name, value, _ := strings.Cut(h, ":")
@@ -95,4 +113,13 @@ func outboxCommand() *command {
 			}
 		},
 	}
+}
+
+// hidePGURL keeps a parse error of a PostgreSQL URL from echoing it: pgx
+// quotes the string it could not parse, password included.
+func hidePGURL(err error) error {
+	if strings.Contains(err.Error(), "://") || strings.Contains(err.Error(), "password") {
+		return errors.New("cannot parse the URL (not shown: it may hold a password)")
+	}
+	return err
 }

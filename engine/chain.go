@@ -118,6 +118,17 @@ func (ex *executor) evicts() bool {
 	return false
 }
 
+// timerDue reports whether an operator holds a processing-time timer due
+// at ts (Unix ms): work for a batch even without input.
+func (ex *executor) timerDue(ts int64) bool {
+	for _, c := range ex.ops {
+		if t, ok := c.op.(interface{ timerDue(int64) bool }); ok && t.timerDue(ts) {
+			return true
+		}
+	}
+	return false
+}
+
 // bindStream checks a stream against its sources' schemas and builds the
 // steps and operators. State stores are opened later, by openState, once
 // the checkpoint's configuration has been checked.
@@ -305,6 +316,8 @@ func bindOperator(cfg *config, in *arrow.Schema, st step, ev eventTimeCol, wm *w
 		return newJoinOp(cfg, in, st.join, ev, wm)
 	case st.kind == stepTop:
 		return newTopOp(cfg, in, st.top, ev)
+	case st.kind == stepProcess:
+		return newProcOp(cfg, in, st.proc, wm)
 	case st.kind == stepDedup:
 		return newDedupOp(cfg, in, st.agg, ev, wm)
 	case st.agg.window != nil && st.agg.window.gap > 0:

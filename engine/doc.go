@@ -70,8 +70,8 @@
 // steps, then another operator, and so on (chain.go). Every stateful step
 // implements one interface (operator.go): group-by (op_agg.go), tumbling
 // and sliding windows (op_agg.go, by panes in op_panes.go), session windows
-// (session.go), the two deduplications (op_dedup.go) and top-N
-// (op_topn.go). Each has its own state folder, conf entry and progress
+// (session.go), the two deduplications (op_dedup.go), top-N
+// (op_topn.go) and user processors (op_process.go). Each has its own state folder, conf entry and progress
 // entry. The first operator drops rows older than the batch's watermark;
 // the ones after it drop rows older than the previous batch's (Spark 3.4),
 // recorded in offsets/N; all evict by the batch's. Output modes are checked
@@ -85,10 +85,21 @@
 //	commits/<N>                    batch N is done
 //	progress/<N>                   the batch's Progress record
 //	state/<operator>/<partition>/  statestore files (<store>/ below it for
-//	                               an operator with several named stores:
-//	                               a join's left/, right/, table/)
+//	                               an operator with several named stores: a
+//	                               join's left/, right/, table/; a processor's
+//	                               states and timers, docs/format/processor.md)
 //	sources/<i>/                   the source's own log, if it keeps one
 //	.lock                          local checkpoints only: the driver lock
+//
+// # User processors
+//
+// GroupBy(keys…).Process(p) runs Go code (a Processor) once per key per
+// batch with typed state (ValueState, ListState, MapState; TTL on the
+// batch timestamp) and durable timers (event time: the watermark;
+// processing time: the batch timestamp of offsets/N, which also makes the
+// planner run a batch without input). Processor's doc states the
+// determinism rule; package processortest checks it. Side effects leave as
+// intent rows for package outbox.
 //
 // # Lifecycle
 //

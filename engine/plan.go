@@ -28,6 +28,10 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 	if r.ex.evicts() && r.lastPlan != nil && r.watermark > r.lastPlan.WatermarkMs {
 		anyNew = true
 	}
+	// A processing-time timer due at the batch timestamp is work too.
+	if r.ex.timerDue(e.TimestampMs) {
+		anyNew = true
+	}
 	// Operators after the first drop rows late by the previous batch's
 	// watermark (Spark 3.4): a window the first closes in this batch is
 	// not late for the next. Recorded, so a re-run uses the same.

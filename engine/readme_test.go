@@ -103,8 +103,18 @@ func readmeJoins(bidSrc, auctionSrc, profileSrc, paymentSrc engine.Source) (*eng
 	return matched, enriched
 }
 
+// readmeProcess is "Processors".
+func readmeProcess(payments engine.Source, rule engine.Processor) *engine.Stream {
+	stream := engine.ReadStream(payments).
+		WithWatermark("ts", time.Minute).
+		GroupBy("card_id").ID("cardblock").
+		Process(rule) // an engine.Processor: Init, Handle, OnTimer
+	return stream
+}
+
 var (
 	_ = readmeJoins
+	_ = readmeProcess
 	_ = readmeQuery
 	_ = readmeColumns
 	_ = readmeEventTime

@@ -30,6 +30,7 @@ const (
 	stepDrop
 	stepTop
 	stepJoin
+	stepProcess
 )
 
 type step struct {
@@ -42,6 +43,7 @@ type step struct {
 	name  string   // stepBatchID, stepWithColumn: the column
 	names []string // stepDrop: the columns
 	join  *joinStep
+	proc  *processStep
 }
 
 // opID is the id of a stateful step's operator.
@@ -51,6 +53,8 @@ func (st step) opID() string {
 		return st.agg.id
 	case st.top != nil:
 		return st.top.id
+	case st.proc != nil:
+		return st.proc.id
 	}
 	if st.join != nil {
 		return st.join.id
@@ -294,6 +298,8 @@ func (st step) describe() string {
 		return describeJoin(st.join)
 	case stepTop:
 		return fmt.Sprintf("top[%s](%d by %s %s per %s)", st.top.id, st.top.n, st.top.by, st.top.order, strings.Join(st.top.keys, ", "))
+	case stepProcess:
+		return fmt.Sprintf("process[%s](%s)", st.proc.id, strings.Join(st.proc.keys, ", "))
 	}
 	return fmt.Sprintf("step(%d)", st.kind)
 }

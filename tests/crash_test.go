@@ -141,7 +141,7 @@ func progArgs(cp, out string, extra ...string) []string {
 func TestCrashAtEveryFaultPoint(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless", "windowed", "sliding", "sessions", "chain", "join", "tablejoin"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sliding", "sessions", "chain", "join", "tablejoin", "process"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
 			switch mode {
@@ -159,6 +159,8 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 				extra = []string{"-chain"}
 			case "sliding":
 				extra = []string{"-sliding"}
+			case "process":
+				extra = []string{"-process"}
 			}
 			refOut := t.TempDir()
 			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}

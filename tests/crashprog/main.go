@@ -40,15 +40,16 @@ func main() {
 	chain := flag.Bool("chain", false, "two stateful operators: tumbling 1 s windows per key, then per window across keys (append mode)")
 	join := flag.Bool("join", false, "a full outer stream-stream join of two counters (keys K and K-2, ts ±50 ms, 500 ms watermarks)")
 	tableJoin := flag.Bool("tablejoin", false, "a left outer stream-table join of the counter with a changelog of its keys (upserts, every 7th a delete)")
+	process := flag.Bool("process", false, "a user processor: running sum per key, an event-time timer 1 s after a key's first row, a 500 ms watermark")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed || *sliding, *sessions, *chain, *sliding, *join, *tableJoin); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed || *sliding, *sessions, *chain, *sliding, *join, *tableJoin, *process); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, chain, sliding, join, tableJoin bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, chain, sliding, join, tableJoin, process bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -103,6 +104,9 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.SessionWindow("ts", 120*time.Millisecond), "key").ID("sessions").
 			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+	case process:
+		mode = engine.Append
+		stream = stream.WithWatermark("ts", 500*time.Millisecond).GroupBy("key").ID("proc").Process(&sumTimer{})
 	default:
 		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	}
@@ -264,4 +268,55 @@ func (c *changelog) Read(_ context.Context, start, end json.RawMessage, emit fun
 	}
 	defer rec.Release()
 	return emit(rec)
+}
+
+// sumTimer keeps a running sum and count per key and emits them each
+// batch; an event-time timer 1 s after a key's first row since its last
+// flush emits a flush row and clears the key.
+type sumTimer struct {
+	acc *engine.ValueState[acc]
+}
+
+type acc struct{ Sum, N int64 }
+
+type procOut struct {
+	Key   string
+	What  string
+	Sum   int64
+	N     int64
+	Batch int64
+}
+
+func (p *sumTimer) Init(s *engine.ProcessorSpec) error {
+	s.Output(procOut{})
+	p.acc = engine.NewValueState[acc](s, "acc")
+	return nil
+}
+
+func (p *sumTimer) Handle(k *engine.KeyContext, rows *engine.Rows) error {
+	var in []struct {
+		Amount int64
+		Ts     time.Time
+	}
+	if err := rows.Decode(&in); err != nil {
+		return err
+	}
+	a, ok := p.acc.Get(k)
+	if !ok {
+		k.RegisterTimer(engine.EventTime, in[0].Ts.Add(time.Second))
+	}
+	for _, r := range in {
+		a.Sum += r.Amount
+		a.N++
+	}
+	p.acc.Set(k, a)
+	k.Emit(procOut{Key: k.Key().Values()[0].(string), What: "sum", Sum: a.Sum, N: a.N, Batch: k.BatchID()})
+	return nil
+}
+
+func (p *sumTimer) OnTimer(k *engine.KeyContext, t engine.Timer) error {
+	a, _ := p.acc.Get(k)
+	p.acc.Clear(k)
+	k.Emit(procOut{Key: k.Key().Values()[0].(string), What: "flush@" + t.At.Format(time.StampMilli), Sum: a.Sum, N: a.N, Batch: k.BatchID()})
+	return nil
 }

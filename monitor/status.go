@@ -55,6 +55,7 @@ func startStatusServer(l *Listener) (*statusServer, error) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(l.status())
 	})
+	addPageRoutes(mux, l)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		st := l.status()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -91,8 +92,10 @@ func (s *statusServer) shutdown() {
 }
 
 func (l *Listener) status() Status {
-	st := l.state()
-	now := l.now()
+	return l.statusOf(l.state(), l.now())
+}
+
+func (l *Listener) statusOf(st state, now time.Time) Status {
 	out := Status{
 		ID: st.queryID, Name: st.name, RunID: st.runID, State: "stopped",
 		Trigger:                st.trigger,

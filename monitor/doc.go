@@ -42,7 +42,9 @@
 //	          a Gatherer, else a private registry)
 //	/status   JSON (Status): query id, name, run id, state, trigger, start,
 //	          last commit, seconds since it, health, last error, last
-//	          progress. The document is a contract: fields are only added.
+//	          progress, and with WithTasks the tasks of a scale-out worker
+//	          (package scaleout). The document is a contract: fields are
+//	          only added.
 //	/healthz  200 "ok", or 503 with the reason (HealthRule)
 //	/         the status page: header, plan, charts and recent batches,
 //	          drawn by assets/app.js with the vendored uPlot; no CDN, no

@@ -79,6 +79,8 @@ type Listener struct {
 	addr     string
 	rule     HealthRule
 	historyN int
+	// tasks is WithTasks' function, or nil.
+	tasks func() any
 
 	mu struct {
 		sync.Mutex

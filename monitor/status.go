@@ -29,6 +29,9 @@ type Status struct {
 	HealthReason           string           `json:"healthReason,omitempty"`
 	LastError              string           `json:"lastError,omitempty"`
 	LastProgress           *engine.Progress `json:"lastProgress,omitempty"`
+	// Tasks is what WithTasks' function returns: the tasks of a scaled-out
+	// query this process owns.
+	Tasks any `json:"tasks,omitempty"`
 }
 
 type statusServer struct {
@@ -113,5 +116,8 @@ func (l *Listener) statusOf(st state, now time.Time) Status {
 		out.LastError = st.lastErr.Error()
 	}
 	out.Healthy, out.HealthReason = l.rule.check(st, now)
+	if l.tasks != nil {
+		out.Tasks = l.tasks()
+	}
 	return out
 }

@@ -56,6 +56,8 @@ func commands() *command {
 	progress, state, kafka := progressCommand(), stateCommand(), kafkaCommand()
 	return &command{name: "onceflow", subs: []*command{
 		demoCommand(),
+		sqlRunCommand(),
+		sqlExplainCommand(),
 		{name: "checkpoint", summary: "look at or fork a query's checkpoint", subs: []*command{
 			inspectCommand(), forkCommand(), progress, state, serveCommand(),
 		}},

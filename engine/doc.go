@@ -22,7 +22,8 @@
 //  4. Hand the output to every sink: AddBatch(ctx, N, …), which each sink
 //     makes idempotent in N.
 //  5. Write commits/N. Then the sources' after-commit hooks run, logs and
-//     state older than the retention are purged, and state snapshots are
+//     state older than the retention are purged (in steps of a tenth of
+//     the retention), and state snapshots are
 //     written in the background.
 //
 // On start, if offsets/L exists and commits/L does not, batch L is re-run

@@ -38,7 +38,7 @@ func TestModelPebbleBackend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	cache := NewCache(4 << 20)
 	defer cache.Unref()
-	storetest.Run(t, storetest.Config{}, func(t testing.TB, dir string, o statestore.Options, committed int64, prev storetest.Store, crashed bool) storetest.Store {
+	storetest.Run(t, storetest.Config{Seeds: 3}, func(t testing.TB, dir string, o statestore.Options, committed int64, prev storetest.Store, crashed bool) storetest.Store {
 		work := filepath.Join(dir+".work", "p0")
 		if p, ok := prev.(*Store); ok {
 			if crashed {

@@ -40,6 +40,11 @@ type OffsetsEntry struct {
 	// WatermarkMs is the event-time watermark in force for this batch
 	// (Unix milliseconds; math.MinInt64 rendered as 0 when there is none).
 	WatermarkMs int64 `json:"watermarkMs"`
+	// LateWatermarkMs is the watermark below which rows are late for the
+	// stateful operators after the first: the previous batch's watermark
+	// (Spark 3.4's rule for chains). Omitted (0) for queries with at most
+	// one stateful operator, which drop late rows by WatermarkMs.
+	LateWatermarkMs int64 `json:"lateWatermarkMs,omitempty"`
 	// RunID identifies the driver run that planned the batch.
 	RunID   string         `json:"runId"`
 	Sources []SourceOffset `json:"sources"`
@@ -73,6 +78,14 @@ type OperatorConf struct {
 	Keys        []string `json:"keys"`
 	KeySchema   string   `json:"keySchema"`
 	StateSchema string   `json:"stateSchema"`
+	// Stores names the operator's state stores when it has several, each
+	// at state/<id>/<partition>/<store>/ (a join's sides, a processor's
+	// states and timers); empty for the one store at state/<id>/<partition>/.
+	Stores []string `json:"stores,omitempty"`
+	// Params records settings that change what the state means without
+	// changing its schema (a window's size, a top-N's n), compared at
+	// restart when the checkpoint recorded them.
+	Params string `json:"params,omitempty"`
 }
 
 // CommitEntry is commits/N: batch N is done.

@@ -38,5 +38,15 @@ func StateDir(operator string, partition int) string {
 	return fmt.Sprintf("%s/%s/%d", StateRoot, operator, partition)
 }
 
+// StoreDir is the folder of one store of operator's state in a partition:
+// StateDir for the unnamed store (""), state/<operator>/<partition>/<store>
+// for a named one (OperatorConf.Stores).
+func StoreDir(operator string, partition int, store string) string {
+	if store == "" {
+		return StateDir(operator, partition)
+	}
+	return StateDir(operator, partition) + "/" + store
+}
+
 // SourceDir is the folder of source i's own files: sources/<i>.
 func SourceDir(i int) string { return fmt.Sprintf("%s/%d", SourcesRoot, i) }

@@ -110,5 +110,11 @@ func (r *Reader) State(operator string, partition int) storage.Store {
 	return storage.Sub(r.store, StateDir(operator, partition))
 }
 
+// StateStore returns a view of one named store of operator's state in a
+// partition ("" is State).
+func (r *Reader) StateStore(operator string, partition int, store string) storage.Store {
+	return storage.Sub(r.store, StoreDir(operator, partition, store))
+}
+
 // Source returns a view of source i's folder.
 func (r *Reader) Source(i int) storage.Store { return storage.Sub(r.store, SourceDir(i)) }

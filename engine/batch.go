@@ -28,6 +28,8 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	t := time.Now()
 	first := true
 	ex.watermark = plan.WatermarkMs
+	ex.lateWatermark = plan.LateWatermarkMs
+	ex.timestampMs = plan.TimestampMs
 	ex.batchID = id
 	for i, so := range plan.Sources {
 		ex.curSource = i
@@ -57,7 +59,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 		return fmt.Errorf("engine: batch %d: %w", id, err)
 	}
 	durs[PhaseStateCommit] = stateTime.Milliseconds()
-	if ex.agg != nil {
+	if ex.stateful() {
 		fault.Point(fault.EngineAfterState)
 	}
 
@@ -70,7 +72,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 		if err := r.checkCurrent(ctx, id); err != nil {
 			return err
 		}
-		if err := cfg.lateRows.AddBatch(ctx, id, ex.agg.inSchema, ex.late); err != nil {
+		if err := cfg.lateRows.AddBatch(ctx, id, ex.first().op.inputSchema(0), ex.late); err != nil {
 			return fmt.Errorf("engine: batch %d: late-rows sink %s: %w", id, describe(cfg.lateRows), err)
 		}
 	}

@@ -58,6 +58,8 @@ type QueryInfo struct {
 	Name string
 	// Trigger is the query's trigger.
 	Trigger Trigger
+	// Plan is the query's plan (Query.Describe).
+	Plan Plan
 }
 
 // WithListener adds a listener (see Listener). l must implement at least

@@ -25,8 +25,14 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 	anyNew := false
 	// A watermark that moved since the last batch is work even without
 	// data: closed windows are emitted and their state evicted.
-	if a := r.ex.agg; a != nil && a.evicts() && r.lastPlan != nil && r.watermark > r.lastPlan.WatermarkMs {
+	if r.ex.evicts() && r.lastPlan != nil && r.watermark > r.lastPlan.WatermarkMs {
 		anyNew = true
+	}
+	// Operators after the first drop rows late by the previous batch's
+	// watermark (Spark 3.4): a window the first closes in this batch is
+	// not late for the next. Recorded, so a re-run uses the same.
+	if len(r.ex.ops) > 1 && r.lastPlan != nil {
+		e.LateWatermarkMs = r.lastPlan.WatermarkMs
 	}
 	for i, src := range r.srcs {
 		var startOff json.RawMessage

@@ -49,6 +49,9 @@ type StateOperatorProgress struct {
 	CommitTimeMs              int64  `json:"commitTimeMs"`
 	MemoryUsedBytes           int64  `json:"memoryUsedBytes"`
 	NumPartitions             int    `json:"numPartitions"`
+	// CustomMetrics holds operator-specific figures (a join's unmatched
+	// rows, a processor's timers fired), summed over partitions.
+	CustomMetrics map[string]int64 `json:"customMetrics,omitempty"`
 }
 
 // SourceProgress is one source's figures for a batch.

@@ -47,13 +47,23 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 	for _, s := range r.cfg.sinks {
 		p.Sinks = append(p.Sinks, SinkProgress{Description: describe(s), NumOutputRows: ex.outRows, Guarantee: guarantee(s)})
 	}
-	if a := ex.agg; a != nil {
-		op := StateOperatorProgress{OperatorID: a.step.id, OperatorName: a.kind(), NumPartitions: len(a.parts), CommitTimeMs: durs[PhaseStateCommit], NumRowsDroppedByWatermark: ex.lateRows}
-		for _, part := range a.parts {
-			op.NumRowsTotal += int64(part.gb.Len())
-			op.NumRowsUpdated += part.updated
-			op.NumRowsRemoved += part.removed
-			op.MemoryUsedBytes += part.gb.MemoryBytes()
+	for i, c := range ex.ops {
+		op := StateOperatorProgress{OperatorID: c.op.id(), OperatorName: c.op.kind(), NumPartitions: len(c.parts), CommitTimeMs: c.commitTime.Milliseconds(), NumRowsDroppedByWatermark: c.late.Load()}
+		if i == 0 {
+			op.NumRowsDroppedByWatermark += ex.lateRows
+		}
+		for p, part := range c.parts {
+			rows, bytes := part.size()
+			op.NumRowsTotal += rows
+			op.MemoryUsedBytes += bytes
+			op.NumRowsUpdated += c.updated[p]
+			op.NumRowsRemoved += c.removed[p]
+			for k, v := range c.custom[p] {
+				if op.CustomMetrics == nil {
+					op.CustomMetrics = map[string]int64{}
+				}
+				op.CustomMetrics[k] += v
+			}
 		}
 		p.StateOperators = append(p.StateOperators, op)
 	}

@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // checkRestart compares the configuration recorded at the first batch with
 // the query's and reports every incompatible difference.
@@ -32,6 +35,15 @@ func checkRestart(old, cur Conf) error {
 			continue
 		}
 		delete(oldOps, o.ID)
+		if prev.Kind != "" && prev.Kind != o.Kind {
+			diffs = append(diffs, fmt.Sprintf("operator %q changed kind from %s to %s (not allowed: its state means something else)", o.ID, prev.Kind, o.Kind))
+		}
+		if prev.Params != "" && prev.Params != o.Params {
+			diffs = append(diffs, fmt.Sprintf("operator %q settings changed from %s to %s (not allowed: the state was built under the old ones)", o.ID, prev.Params, o.Params))
+		}
+		if strings.Join(prev.Stores, ",") != strings.Join(o.Stores, ",") {
+			diffs = append(diffs, fmt.Sprintf("operator %q stores changed from [%s] to [%s] (not allowed)", o.ID, strings.Join(prev.Stores, ", "), strings.Join(o.Stores, ", ")))
+		}
 		if prev.KeySchema != o.KeySchema {
 			diffs = append(diffs, fmt.Sprintf("operator %q grouping key changed from %s to %s (not allowed)", o.ID, prev.KeySchema, o.KeySchema))
 		}
@@ -39,13 +51,43 @@ func checkRestart(old, cur Conf) error {
 			diffs = append(diffs, fmt.Sprintf("operator %q state schema changed from %s to %s (not allowed)", o.ID, prev.StateSchema, o.StateSchema))
 		}
 	}
-	for id := range oldOps {
-		diffs = append(diffs, fmt.Sprintf("stateful operator %q was removed (not allowed: its state would be orphaned)", id))
+	for _, o := range old.Operators {
+		if _, gone := oldOps[o.ID]; gone {
+			diffs = append(diffs, fmt.Sprintf("stateful operator %q was removed (not allowed: its state would be orphaned)", o.ID))
+		}
+	}
+	if a, b := commonOrder(old.Operators, cur.Operators); a != b {
+		diffs = append(diffs, fmt.Sprintf("stateful operators reordered: the checkpoint runs %s, the query %s (not allowed: each operator's state was built from the rows of the ones before it)", a, b))
 	}
 	if len(diffs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w:\n  - %s", ErrIncompatibleRestart, joinLines(diffs))
+}
+
+// commonOrder spells the order of the operators both lists hold, as each
+// list has them.
+func commonOrder(old, cur []OperatorConf) (string, string) {
+	in := func(ops []OperatorConf) map[string]bool {
+		m := map[string]bool{}
+		for _, o := range ops {
+			m[o.ID] = true
+		}
+		return m
+	}
+	inOld, inCur := in(old), in(cur)
+	var a, b []string
+	for _, o := range old {
+		if inCur[o.ID] {
+			a = append(a, o.ID)
+		}
+	}
+	for _, o := range cur {
+		if inOld[o.ID] {
+			b = append(b, o.ID)
+		}
+	}
+	return strings.Join(a, " → "), strings.Join(b, " → ")
 }
 
 func joinLines(s []string) string {

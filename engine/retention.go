@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/onceflow/onceflow/internal/fault"
+	"github.com/onceflow/onceflow/statestore"
 )
 
 // purge deletes logs and state older than the retention.
@@ -24,37 +25,38 @@ func (r *run) purge(ctx context.Context, committed int64) error {
 	if _, err := r.cp.progress.Purge(ctx, before); err != nil {
 		return fmt.Errorf("engine: purge: %w", err)
 	}
-	if r.ex.agg != nil {
-		for p, part := range r.ex.agg.parts {
-			if err := part.store.Purge(ctx, committed); err != nil {
-				return fmt.Errorf("engine: purge state of %s partition %d: %w", r.ex.agg.step.id, p, err)
-			}
+	return r.ex.stores(func(c *chainOp, p int, spec storeSpec, st *statestore.Store) error {
+		if err := st.Purge(ctx, committed); err != nil {
+			return fmt.Errorf("engine: purge state of %s partition %d%s: %w", c.op.id(), p, storeLabel(spec), err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // maintain writes state snapshots in the background, one pass at a time,
 // on ctx (Run's): a cancelled Run does not wait for a slow snapshot. Run
 // waits for the pass in flight and reports its error.
 func (r *run) maintain(ctx context.Context, committed int64) {
-	if r.ex.agg == nil || !r.maint.CompareAndSwap(false, true) {
+	if !r.ex.stateful() || !r.maint.CompareAndSwap(false, true) {
 		return
 	}
-	parts := r.ex.agg.parts
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer r.maint.Store(false)
-		for p, part := range parts {
-			if err := part.store.Maintain(ctx, committed); err != nil {
-				e := fmt.Errorf("engine: state maintenance of %s partition %d at version %d: %w", r.ex.agg.step.id, p, committed, err)
-				r.maintErr.Store(&e)
-				return
+		first := true
+		err := r.ex.stores(func(c *chainOp, p int, spec storeSpec, st *statestore.Store) error {
+			if err := st.Maintain(ctx, committed); err != nil {
+				return fmt.Errorf("engine: state maintenance of %s partition %d%s at version %d: %w", c.op.id(), p, storeLabel(spec), committed, err)
 			}
-			if p == 0 {
+			if first {
+				first = false
 				fault.Point(fault.EngineDuringSnapshot)
 			}
+			return nil
+		})
+		if err != nil {
+			r.maintErr.Store(&err)
 		}
 	}()
 }

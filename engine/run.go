@@ -65,18 +65,21 @@ func (q *Query) Run(ctx context.Context) (err error) {
 	q.mu.Unlock()
 
 	r := &run{q: q, cfg: cfg, cp: cp, runID: newRunID(), srcs: q.stream.sources, committed: -1, locked: locked}
-	started, startErr := cfg.notifyStart(QueryInfo{ID: cp.meta.ID, RunID: r.runID, Name: cfg.name, Trigger: cfg.trigger})
+	if r.ex, err = bindStream(q.stream, cfg); err != nil {
+		return err
+	}
+	defer r.ex.release()
+	plan := describePlan(q.stream, cfg, r.ex)
+	started, startErr := cfg.notifyStart(QueryInfo{ID: cp.meta.ID, RunID: r.runID, Name: cfg.name, Trigger: cfg.trigger, Plan: plan})
 	defer func() { notifyStop(started, err) }()
 	if startErr != nil {
 		return startErr
 	}
 	r.log = cfg.logger.With("query", cfg.name, "queryId", cp.meta.ID, "runId", r.runID)
 	r.log.Info("starting", "checkpoint", storage.Redact(cfg.checkpoint.URL()), "trigger", cfg.trigger.String(), "plan", q.stream.describe())
-	r.ex, err = bindStream(q.stream, cfg)
-	if err != nil {
-		return err
+	for _, w := range plan.Warnings {
+		r.log.Warn("plan", "warning", w)
 	}
-	defer r.ex.release()
 	err = r.main(ctx)
 	r.wg.Wait() // background snapshots
 	if p := r.maintErr.Load(); p != nil && !errors.Is(err, *p) && !(ctx.Err() != nil && errors.Is(*p, ctx.Err())) {

@@ -52,11 +52,35 @@ type sessionState struct {
 	tsIdx  int
 	nKeys  int
 	inner  *arrow.Schema // GroupBy input
+	gbKeys []string
+	gbAggs []kernel.Agg
 	aggs   []sessionAgg
 	out    *arrow.Schema
 }
 
-func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, aggs []kernel.Agg, wm *watermarkStep) (*aggOperator, error) {
+// sessionOp is GroupByWindow(SessionWindow, keys).Agg(...).
+type sessionOp struct {
+	step        *aggregateStep
+	mem         memory.Allocator
+	in          *arrow.Schema // entering the operator
+	exprs       *batch.Projection
+	keyIdx      []int // in the kernel's input
+	session     *sessionState
+	keySchema   *arrow.Schema
+	stateSchema *arrow.Schema
+	outSchema   *arrow.Schema
+	watermarked bool
+}
+
+func newSessionOp(cfg *config, in *arrow.Schema, st *aggregateStep, ev eventTimeCol) (*sessionOp, error) {
+	exprs, aggs, err := bindAggs(cfg.mem, in, st.aggs)
+	if err != nil {
+		return nil, err
+	}
+	opIn := in
+	if exprs != nil {
+		in = exprs.Schema()
+	}
 	w := st.window
 	idx := in.FieldIndices(w.col)
 	if len(idx) != 1 {
@@ -71,7 +95,7 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, aggs [
 		return nil, fmt.Errorf("session gap %s must be positive and a whole number of the column's unit %s", w.gap, tsType.Unit)
 	}
 	ss := &sessionState{gap: w.gap.Nanoseconds() / per, unit: tsType.Unit, tsType: tsType, tsIdx: idx[0], nKeys: len(st.keys)}
-	a := &aggOperator{step: st, inSchema: in, evictCol: -1, session: ss}
+	a := &sessionOp{step: st, mem: cfg.mem, in: opIn, exprs: exprs, session: ss, watermarked: ev.col >= 0}
 	var innerFields, outFields []arrow.Field
 	outFields = append(outFields, arrow.Field{Name: batch.WindowStart, Type: tsType}, arrow.Field{Name: batch.WindowEnd, Type: tsType})
 	for _, k := range st.keys {
@@ -151,21 +175,90 @@ func newSessionOperator(cfg *config, in *arrow.Schema, st *aggregateStep, aggs [
 	}
 	ss.inner = arrow.NewSchema(innerFields, nil)
 	ss.out = arrow.NewSchema(outFields, nil)
-	a.parts = make([]*aggPartition, cfg.partitions)
-	for p := range a.parts {
-		gb, err := kernel.NewGroupBy(cfg.mem, ss.inner, gbKeys, gbAggs)
-		if err != nil {
-			a.release()
-			return nil, err
-		}
-		a.parts[p] = &aggPartition{gb: gb}
+	ss.gbKeys, ss.gbAggs = gbKeys, gbAggs
+	g, err := kernel.NewGroupBy(cfg.mem, ss.inner, gbKeys, gbAggs)
+	if err != nil {
+		return nil, err
 	}
-	g := a.parts[0].gb
+	defer g.Release()
 	a.keySchema, a.stateSchema, a.outSchema = g.KeySchema(), g.StateSchema(), ss.out
-	if wm != nil {
-		a.expired = func(end, w int64) bool { return end <= w }
-	}
 	return a, nil
+}
+
+func (o *sessionOp) id() string                    { return o.step.id }
+func (o *sessionOp) kind() string                  { return "sessionWindowAggregate" }
+func (o *sessionOp) inputs() int                   { return 1 }
+func (o *sessionOp) inputSchema(int) *arrow.Schema { return o.in }
+func (o *sessionOp) outputSchema() *arrow.Schema   { return o.outSchema }
+func (o *sessionOp) partitionKeys(int) []int       { return o.keyIdx }
+func (o *sessionOp) evicts() bool                  { return o.watermarked }
+func (o *sessionOp) aggregates() bool              { return true }
+func (o *sessionOp) closes() bool                  { return o.watermarked }
+func (o *sessionOp) release()                      {}
+func (o *sessionOp) stores() []storeSpec {
+	return []storeSpec{{key: o.keySchema, value: o.stateSchema, uniqueUpserts: true}}
+}
+func (o *sessionOp) conf() OperatorConf {
+	return OperatorConf{ID: o.step.id, Kind: o.kind(), Keys: o.step.keys, KeySchema: o.keySchema.String(), StateSchema: o.stateSchema.String(), Params: aggParams(o.step)}
+}
+
+// eventTime is the session's end (window_end) minus 1 ms.
+func (o *sessionOp) eventTime() eventTimeCol {
+	if !o.watermarked {
+		return noEventTime
+	}
+	return eventTimeCol{col: 1, offsetMs: -1}
+}
+
+func (o *sessionOp) prepare(ctx context.Context, _ int, rec arrow.RecordBatch, _ int64) (arrow.RecordBatch, int64, error) {
+	if o.exprs == nil {
+		rec.Retain()
+		return rec, 0, nil
+	}
+	out, err := o.exprs.Apply(ctx, rec)
+	return out, 0, err
+}
+
+func (o *sessionOp) newPartition(int) (opPartition, error) {
+	gb, err := kernel.NewGroupBy(o.mem, o.session.inner, o.session.gbKeys, o.session.gbAggs)
+	if err != nil {
+		return nil, err
+	}
+	return &sessionPart{op: o, gb: gb}, nil
+}
+
+// sessionPart is one partition of a session window: its sessions in a
+// GroupBy, and the batch's rows, which are placed only at finish (a row
+// may bridge sessions that other rows of the batch open).
+type sessionPart struct {
+	op      *sessionOp
+	gb      *kernel.GroupBy
+	pending []arrow.RecordBatch
+}
+
+func (p *sessionPart) load(_ context.Context, _ string, recs []arrow.RecordBatch) error {
+	for _, r := range recs {
+		if err := p.gb.Load(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *sessionPart) merge(_ context.Context, _ int, rec arrow.RecordBatch) error {
+	rec.Retain()
+	p.pending = append(p.pending, rec)
+	return nil
+}
+
+func (p *sessionPart) committed()           { p.gb.ClearChanges() }
+func (p *sessionPart) size() (int64, int64) { return int64(p.gb.Len()), p.gb.MemoryBytes() }
+func (p *sessionPart) release() {
+	for _, r := range p.pending {
+		r.Release()
+	}
+	p.pending = nil
+	p.gb.Release()
 }
 
 // innerColumns builds the stored-value columns of the operator's input rows.
@@ -259,8 +352,8 @@ func tsValues(a arrow.Array) []arrow.Timestamp { return a.(*array.Timestamp).Tim
 // sessions a row bridges are merged (removed and fed back as one row each
 // under the merged start), rows get their session's start, and closed
 // sessions are emitted and evicted in append mode.
-func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggPartition) (arrow.RecordBatch, error) {
-	a := ex.agg
+func (p *sessionPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
+	a, part := p.op, p
 	ss := a.session
 	gb := part.gb
 	defer func() {
@@ -284,7 +377,7 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 		ts := tsValues(r.Column(ss.tsIdx))
 		for i := 0; i < int(r.NumRows()); i++ {
 			if r.Column(ss.tsIdx).IsNull(i) {
-				return nil, fmt.Errorf("session window over %q: a row has no event time (null)", ex.agg.step.window.col)
+				return finished{}, fmt.Errorf("session window over %q: a row has no event time (null)", a.step.window.col)
 			}
 			k := keyString(keys, i)
 			groups[k] = append(groups[k], sessPoint{start: int64(ts[i]), end: int64(ts[i]) + ss.gap, existing: -1})
@@ -351,30 +444,30 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 	var synthetic arrow.RecordBatch
 	if len(moved) > 0 {
 		var err error
-		if synthetic, err = ex.sessionSynthetic(ctx, all, moved, newStart); err != nil {
-			return nil, err
+		if synthetic, err = a.sessionSynthetic(ctx, all, moved, newStart); err != nil {
+			return finished{}, err
 		}
 		defer synthetic.Release()
 		removed, err := gb.Remove(func(_ []arrow.Array, out []bool) { copy(out, keep) })
 		if err != nil {
-			return nil, err
+			return finished{}, err
 		}
 		deletes = append(deletes, removed)
 		if err := gb.Merge(synthetic); err != nil {
-			return nil, err
+			return finished{}, err
 		}
 	}
 	// The batch's rows under their sessions' starts.
 	next := map[string]int{}
 	for _, r := range part.pending {
-		inner, err := ex.sessionRows(ctx, r, rowStart, next)
+		inner, err := a.sessionRows(ctx, r, rowStart, next)
 		if err != nil {
-			return nil, err
+			return finished{}, err
 		}
 		err = gb.Merge(inner)
 		inner.Release()
 		if err != nil {
-			return nil, err
+			return finished{}, err
 		}
 	}
 	// Output and eviction.
@@ -387,31 +480,30 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 	closed := make([]bool, len(ends))
 	anyClosed := false
 	for g, e := range ends {
-		closed[g] = ex.mode == Append && ex.watermark > 0 && e <= ex.watermark
+		closed[g] = fc.mode == Append && fc.watermark > 0 && e <= fc.watermark
 		anyClosed = anyClosed || closed[g]
 	}
 	var out arrow.RecordBatch
 	var err error
-	switch ex.mode {
+	switch fc.mode {
 	case Append:
-		sel, ferr := kernel.FilterRows(ctx, ex.mem, final, closed)
+		sel, ferr := kernel.FilterRows(ctx, a.mem, final, closed)
 		if ferr != nil {
-			return nil, ferr
+			return finished{}, ferr
 		}
-		out, err = ex.sessionOutput(sel)
+		out, err = a.sessionOutput(sel)
 		sel.Release()
 	default:
-		out, err = ex.sessionOutput(final)
+		out, err = a.sessionOutput(final)
 	}
 	if err != nil {
-		return nil, err
+		return finished{}, err
 	}
-	if out, err = ex.sortByKeys(ctx, out); err != nil {
-		return nil, err
+	if out, err = sortByKeys(ctx, a.mem, out, ss.nKeys+2); err != nil {
+		return finished{}, err
 	}
 	changes := gb.Changes()
-	defer changes.Release()
-	part.updated = changes.NumRows()
+	f := finished{updated: changes.NumRows()}
 	if anyClosed {
 		removed, err := gb.Remove(func(_ []arrow.Array, o []bool) {
 			for g := range o {
@@ -420,40 +512,37 @@ func (ex *executor) finishSession(ctx context.Context, batchID int64, part *aggP
 		})
 		if err != nil {
 			out.Release()
-			return nil, err
+			changes.Release()
+			return finished{}, err
 		}
 		deletes = append(deletes, removed)
 	}
 	var del arrow.RecordBatch
-	part.removed = 0
 	if len(deletes) > 0 {
-		if del, err = concatRecords(ex.mem, a.keySchema, deletes); err != nil {
+		if del, err = concatRecords(a.mem, a.keySchema, deletes); err != nil {
 			out.Release()
-			return nil, err
+			changes.Release()
+			return finished{}, err
 		}
-		defer del.Release()
-		part.removed = del.NumRows()
+		f.removed = del.NumRows()
 	}
-	if err := part.store.Commit(ctx, batchID, changes, del); err != nil {
-		out.Release()
-		return nil, fmt.Errorf("commit state version %d: %w", batchID, err)
-	}
-	gb.ClearChanges()
-	return out, nil
+	f.out = out
+	f.changes = map[string]stateChange{"": {upserts: changes, removals: del}}
+	return f, nil
 }
 
 // sessionSynthetic returns one GroupBy input row per moved session, holding
 // its stored values under its new start.
-func (ex *executor) sessionSynthetic(ctx context.Context, all arrow.RecordBatch, moved []int, newStart map[int]int64) (arrow.RecordBatch, error) {
-	ss := ex.agg.session
-	ib := array.NewInt32Builder(ex.mem)
+func (a *sessionOp) sessionSynthetic(ctx context.Context, all arrow.RecordBatch, moved []int, newStart map[int]int64) (arrow.RecordBatch, error) {
+	ss := a.session
+	ib := array.NewInt32Builder(a.mem)
 	for _, g := range moved {
 		ib.Append(int32(g))
 	}
 	idx := ib.NewArray()
 	ib.Release()
 	defer idx.Release()
-	cctx := compute.WithAllocator(ctx, ex.mem)
+	cctx := compute.WithAllocator(ctx, a.mem)
 	var cols []arrow.Array
 	release := func() {
 		for _, c := range cols {
@@ -474,7 +563,7 @@ func (ex *executor) sessionSynthetic(ctx context.Context, all arrow.RecordBatch,
 			return nil, err
 		}
 	}
-	sb := array.NewTimestampBuilder(ex.mem, ss.tsType)
+	sb := array.NewTimestampBuilder(a.mem, ss.tsType)
 	for _, g := range moved {
 		sb.Append(arrow.Timestamp(newStart[g]))
 	}
@@ -494,20 +583,20 @@ func (ex *executor) sessionSynthetic(ctx context.Context, all arrow.RecordBatch,
 
 // sessionRows builds GroupBy input rows from operator input rows, giving
 // row i of key k the next start from rowStart[k].
-func (ex *executor) sessionRows(ctx context.Context, r arrow.RecordBatch, rowStart map[string][]int64, next map[string]int) (arrow.RecordBatch, error) {
-	ss := ex.agg.session
+func (a *sessionOp) sessionRows(ctx context.Context, r arrow.RecordBatch, rowStart map[string][]int64, next map[string]int) (arrow.RecordBatch, error) {
+	ss := a.session
 	keys := make([]arrow.Array, ss.nKeys)
-	for j, k := range ex.agg.keyIdx {
+	for j, k := range a.keyIdx {
 		keys[j] = r.Column(k)
 	}
-	sb := array.NewTimestampBuilder(ex.mem, ss.tsType)
+	sb := array.NewTimestampBuilder(a.mem, ss.tsType)
 	defer sb.Release()
 	for i := 0; i < int(r.NumRows()); i++ {
 		k := keyString(keys, i)
 		sb.Append(arrow.Timestamp(rowStart[k][next[k]]))
 		next[k]++
 	}
-	vals, err := ss.innerColumns(ctx, ex.mem, r)
+	vals, err := ss.innerColumns(ctx, a.mem, r)
 	if err != nil {
 		return nil, err
 	}
@@ -525,14 +614,14 @@ func (ex *executor) sessionRows(ctx context.Context, r arrow.RecordBatch, rowSta
 
 // sessionOutput turns GroupBy output rows into the operator's output:
 // window_start, window_end, keys, aggregates.
-func (ex *executor) sessionOutput(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	ss := ex.agg.session
+func (a *sessionOp) sessionOutput(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	ss := a.session
 	n := int(rec.NumRows())
 	cols := []arrow.Array{}
 	start := rec.Column(ss.nKeys)
 	start.Retain()
 	cols = append(cols, start)
-	eb := array.NewTimestampBuilder(ex.mem, ss.tsType)
+	eb := array.NewTimestampBuilder(a.mem, ss.tsType)
 	maxCol := rec.Column(ss.nKeys + 2).(*array.Timestamp)
 	for i := 0; i < n; i++ {
 		eb.Append(maxCol.Value(i) + arrow.Timestamp(ss.gap))
@@ -553,7 +642,7 @@ func (ex *executor) sessionOutput(rec arrow.RecordBatch) (arrow.RecordBatch, err
 			c++
 			continue
 		}
-		fb := array.NewFloat64Builder(ex.mem)
+		fb := array.NewFloat64Builder(a.mem)
 		cnt := rec.Column(c + 1).(*array.Int64)
 		for i := 0; i < n; i++ {
 			if rec.Column(c).IsNull(i) || cnt.IsNull(i) || cnt.Value(i) == 0 {

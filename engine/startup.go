@@ -24,8 +24,8 @@ func (r *run) main(ctx context.Context) error {
 	for _, src := range r.srcs {
 		r.conf.SourceIDs = append(r.conf.SourceIDs, sourceID(src))
 	}
-	if r.ex.agg != nil {
-		r.conf.Operators = []OperatorConf{r.ex.agg.conf()}
+	for _, c := range r.ex.ops {
+		r.conf.Operators = append(r.conf.Operators, c.conf())
 	}
 	for _, s := range cfg.sinks {
 		r.conf.Sinks = append(r.conf.Sinks, describe(s))
@@ -73,11 +73,11 @@ func (r *run) main(ctx context.Context) error {
 		r.log.Info("sink delivery guarantee", "sink", describe(s), "guarantee", g)
 	}
 	if late := cfg.lateRows; late != nil {
-		if r.ex.agg == nil || r.ex.wm == nil {
+		if !r.ex.stateful() || r.ex.wm == nil {
 			return fmt.Errorf("%w: WithLateRows needs a watermark and a stateful step, which drop late rows", ErrInvalidQuery)
 		}
 		if v, ok := late.(SchemaValidator); ok {
-			if err := v.ValidateSchema(r.ex.agg.inSchema); err != nil {
+			if err := v.ValidateSchema(r.ex.first().op.inputSchema(0)); err != nil {
 				return fmt.Errorf("%w: late-rows sink %s cannot take the late rows' schema: %w", ErrInvalidQuery, describe(late), err)
 			}
 		}
@@ -111,10 +111,8 @@ func (r *run) main(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.ex.agg != nil {
-		if err := r.ex.agg.openState(ctx, cfg, r.committed); err != nil {
-			return fmt.Errorf("engine: %w", err)
-		}
+	if err := r.ex.openState(ctx, cfg, r.committed); err != nil {
+		return fmt.Errorf("engine: %w", err)
 	}
 
 	// Recovery: re-run the planned, uncommitted batch verbatim.

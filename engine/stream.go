@@ -28,6 +28,7 @@ const (
 	stepBatchID
 	stepWithColumn
 	stepDrop
+	stepTop
 )
 
 type step struct {
@@ -35,9 +36,21 @@ type step struct {
 	cols  []batch.Named
 	pred  batch.Expr // stepWhere: the predicate; stepWithColumn: the column's expression
 	agg   *aggregateStep
+	top   *topStep
 	wm    *watermarkStep
 	name  string   // stepBatchID, stepWithColumn: the column
 	names []string // stepDrop: the columns
+}
+
+// opID is the id of a stateful step's operator.
+func (st step) opID() string {
+	switch {
+	case st.agg != nil:
+		return st.agg.id
+	case st.top != nil:
+		return st.top.id
+	}
+	return ""
 }
 
 type aggregateStep struct {
@@ -239,37 +252,41 @@ func (g *Grouped) Agg(aggs ...batch.Agg) *Stream {
 }
 
 func (s *Stream) describe() string {
-	var b strings.Builder
+	parts := make([]string, len(s.steps))
 	for i, st := range s.steps {
-		if i > 0 {
-			b.WriteString(" → ")
-		}
-		switch st.kind {
-		case stepSelect:
-			names := make([]string, len(st.cols))
-			for j, c := range st.cols {
-				names[j] = c.Name
-			}
-			fmt.Fprintf(&b, "select(%s)", strings.Join(names, ", "))
-		case stepWhere:
-			fmt.Fprintf(&b, "where(%s)", st.pred)
-		case stepAggregate:
-			if st.agg.window != nil {
-				fmt.Fprintf(&b, "groupBy[%s](%s, %s)", st.agg.id, st.agg.window, strings.Join(st.agg.keys, ", "))
-			} else {
-				fmt.Fprintf(&b, "groupBy[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
-			}
-		case stepWatermark:
-			fmt.Fprintf(&b, "watermark(%s, %s)", st.wm.col, st.wm.delay)
-		case stepDedup:
-			fmt.Fprintf(&b, "dropDuplicates[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
-		case stepBatchID:
-			fmt.Fprintf(&b, "batchId(%s)", st.name)
-		case stepWithColumn:
-			fmt.Fprintf(&b, "withColumn(%s, %s)", st.name, st.pred)
-		case stepDrop:
-			fmt.Fprintf(&b, "drop(%s)", strings.Join(st.names, ", "))
-		}
+		parts[i] = st.describe()
 	}
-	return b.String()
+	return strings.Join(parts, " → ")
+}
+
+// describe spells one step for plans and logs.
+func (st step) describe() string {
+	switch st.kind {
+	case stepSelect:
+		names := make([]string, len(st.cols))
+		for j, c := range st.cols {
+			names[j] = c.Name
+		}
+		return fmt.Sprintf("select(%s)", strings.Join(names, ", "))
+	case stepWhere:
+		return fmt.Sprintf("where(%s)", st.pred)
+	case stepAggregate:
+		if st.agg.window != nil {
+			return fmt.Sprintf("groupBy[%s](%s, %s)", st.agg.id, st.agg.window, strings.Join(st.agg.keys, ", "))
+		}
+		return fmt.Sprintf("groupBy[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
+	case stepWatermark:
+		return fmt.Sprintf("watermark(%s, %s)", st.wm.col, st.wm.delay)
+	case stepDedup:
+		return fmt.Sprintf("dropDuplicates[%s](%s)", st.agg.id, strings.Join(st.agg.keys, ", "))
+	case stepBatchID:
+		return fmt.Sprintf("batchId(%s)", st.name)
+	case stepWithColumn:
+		return fmt.Sprintf("withColumn(%s, %s)", st.name, st.pred)
+	case stepDrop:
+		return fmt.Sprintf("drop(%s)", strings.Join(st.names, ", "))
+	case stepTop:
+		return fmt.Sprintf("top[%s](%d by %s %s per %s)", st.top.id, st.top.n, st.top.by, st.top.order, strings.Join(st.top.keys, ", "))
+	}
+	return fmt.Sprintf("step(%d)", st.kind)
 }

@@ -141,7 +141,7 @@ func progArgs(cp, out string, extra ...string) []string {
 func TestCrashAtEveryFaultPoint(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions", "chain"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
 			switch mode {
@@ -151,6 +151,8 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 				extra = []string{"-windowed"}
 			case "sessions":
 				extra = []string{"-sessions"}
+			case "chain":
+				extra = []string{"-chain"}
 			}
 			refOut := t.TempDir()
 			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}
@@ -161,7 +163,7 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 			if len(want) < 12 || reps != 0 {
 				t.Fatalf("reference run: %d batches, %d repeats; want at least 12, 0", len(want), reps)
 			}
-			if mode == "windowed" || mode == "sessions" {
+			if mode == "windowed" || mode == "sessions" || mode == "chain" {
 				checkWindowsOnce(t, want)
 			}
 			for _, point := range fault.EnginePoints() {
@@ -295,8 +297,15 @@ func checkWindowsOnce(t *testing.T, out map[string][]byte) {
 // crashed; it repeats on fresh checkpoints until -crash.random kills landed.
 func TestCrashRandom(t *testing.T) {
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
+	t.Run("aggregate", func(t *testing.T) { crashRandom(t, bin, *randomKills) })
+	// A chain of two operators (windows per key, then per window): half
+	// the kills, as the aggregate's protocol is the same.
+	t.Run("chain", func(t *testing.T) { crashRandom(t, bin, max(1, *randomKills/2), "-chain") })
+}
+
+func crashRandom(t *testing.T, bin string, wantKills int, extra ...string) {
 	args := func(cp, out string) []string {
-		return []string{"-checkpoint", cp, "-out", out, "-rows", "40000", "-per-batch", "500", "-keys", "29"}
+		return append([]string{"-checkpoint", cp, "-out", out, "-rows", "40000", "-per-batch", "500", "-keys", "29"}, extra...)
 	}
 	refOut := t.TempDir()
 	ref := crashRun{bin: bin, args: args(t.TempDir(), refOut)}
@@ -307,7 +316,7 @@ func TestCrashRandom(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	kills, runs, rounds, repeats := 0, 0, 0, 0
-	for kills < *randomKills && rounds < 1000 {
+	for kills < wantKills && rounds < 1000 {
 		rounds++
 		out := t.TempDir()
 		c := crashRun{bin: bin, args: args(t.TempDir(), out)}
@@ -334,8 +343,8 @@ func TestCrashRandom(t *testing.T) {
 			return
 		}
 	}
-	if kills < *randomKills {
-		t.Errorf("only %d random kills landed in %d rounds; want %d", kills, rounds, *randomKills)
+	if kills < wantKills {
+		t.Errorf("only %d random kills landed in %d rounds; want %d", kills, rounds, wantKills)
 	}
 	t.Logf("%d random kills over %d runs in %d rounds (a clean run takes %s), %d repeated batches absorbed", kills, runs, rounds, full, repeats)
 }

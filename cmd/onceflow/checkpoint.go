@@ -29,6 +29,7 @@ type checkpointReport struct {
 
 type stateOperatorReport struct {
 	ID             string `json:"id"`
+	Store          string `json:"store,omitempty"` // one of the operator's named stores
 	Partitions     int    `json:"partitions"`
 	Keys           int64  `json:"keys"`
 	StateBytes     int64  `json:"stateBytes"`
@@ -97,22 +98,28 @@ func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointRep
 	}
 	if rep.LatestPlan != nil {
 		for _, op := range rep.LatestPlan.Conf.Operators {
-			or := stateOperatorReport{ID: op.ID, Partitions: rep.LatestPlan.Conf.StatePartitions, NewestVersion: -1, NewestSnapshot: -1}
-			for p := 0; p < or.Partitions; p++ {
-				version := int64(-1)
-				if rep.LastCommitted != nil {
-					version = *rep.LastCommitted
-				}
-				_, info, rows, err := openState(ctx, store, op.ID, p, version)
-				if err != nil {
-					return nil, err
-				}
-				or.Keys += rows
-				or.StateBytes += info.Bytes
-				or.NewestVersion = max(or.NewestVersion, info.NewestVersion)
-				or.NewestSnapshot = max(or.NewestSnapshot, info.NewestSnapshot)
+			stores := []string{""}
+			if len(op.Stores) > 0 {
+				stores = op.Stores
 			}
-			rep.StateOperators = append(rep.StateOperators, or)
+			for _, sn := range stores {
+				or := stateOperatorReport{ID: op.ID, Store: sn, Partitions: rep.LatestPlan.Conf.StatePartitions, NewestVersion: -1, NewestSnapshot: -1}
+				for p := 0; p < or.Partitions; p++ {
+					version := int64(-1)
+					if rep.LastCommitted != nil {
+						version = *rep.LastCommitted
+					}
+					_, info, rows, err := openState(ctx, store, op.ID, sn, p, version)
+					if err != nil {
+						return nil, err
+					}
+					or.Keys += rows
+					or.StateBytes += info.Bytes
+					or.NewestVersion = max(or.NewestVersion, info.NewestVersion)
+					or.NewestSnapshot = max(or.NewestSnapshot, info.NewestSnapshot)
+				}
+				rep.StateOperators = append(rep.StateOperators, or)
+			}
 		}
 	}
 	return rep, nil
@@ -138,7 +145,11 @@ func printCheckpoint(w io.Writer, rep *checkpointReport) error {
 		}
 	}
 	for _, op := range rep.StateOperators {
-		fmt.Fprintf(tw, "state %s\t%d partitions, %d keys, %d bytes, newest version %d, newest snapshot %d\n", op.ID, op.Partitions, op.Keys, op.StateBytes, op.NewestVersion, op.NewestSnapshot)
+		name := op.ID
+		if op.Store != "" {
+			name += " store " + op.Store
+		}
+		fmt.Fprintf(tw, "state %s\t%d partitions, %d keys, %d bytes, newest version %d, newest snapshot %d\n", name, op.Partitions, op.Keys, op.StateBytes, op.NewestVersion, op.NewestSnapshot)
 	}
 	if p := rep.LastProgress; p != nil {
 		fmt.Fprintf(tw, "last progress\tbatch %d at %s: %d rows in, %d ms, %.0f rows/s\n", p.BatchID, fmtTimeString(p.Timestamp), p.NumInputRows, p.BatchDurationMs, p.ProcessedRowsPerSecond)

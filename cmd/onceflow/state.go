@@ -17,16 +17,20 @@ import (
 
 // openState opens one partition's state with the schemas it recorded and
 // counts its rows at version (-1: none).
-func openState(ctx context.Context, cp storage.Store, op string, part int, version int64) (*statestore.Store, statestore.Info, int64, error) {
-	dir := checkpoint.NewReader(cp).State(op, part)
+func openState(ctx context.Context, cp storage.Store, op, store string, part int, version int64) (*statestore.Store, statestore.Info, int64, error) {
+	dir := checkpoint.NewReader(cp).StateStore(op, part, store)
 	var info statestore.Info
+	label := fmt.Sprintf("state of %s partition %d", op, part)
+	if store != "" {
+		label = fmt.Sprintf("state of %s store %s partition %d", op, store, part)
+	}
 	key, val, err := statestore.ReadSchemas(ctx, dir)
 	if err != nil {
-		return nil, info, 0, fmt.Errorf("state of %s partition %d: %w", op, part, err)
+		return nil, info, 0, fmt.Errorf("%s: %w", label, err)
 	}
 	st, err := statestore.Open(ctx, dir, statestore.Options{KeySchema: key, ValueSchema: val})
 	if err != nil {
-		return nil, info, 0, fmt.Errorf("state of %s partition %d: %w", op, part, err)
+		return nil, info, 0, fmt.Errorf("%s: %w", label, err)
 	}
 	if info, err = st.Info(ctx); err != nil {
 		return nil, info, 0, err
@@ -48,21 +52,22 @@ func openState(ctx context.Context, cp storage.Store, op string, part int, versi
 
 func stateCommand() *command {
 	return &command{
-		name: "state", args: outputArgs + " [--partition P] [--version N] --operator ID DIR", nargs: 1,
+		name: "state", args: outputArgs + " [--partition P] [--version N] [--store NAME] --operator ID DIR", nargs: 1,
 		summary: "print a stateful operator's rows at a version",
 		setup: func(fs *flag.FlagSet) action {
 			out := outputFlag(fs, formatTable, formatJSONL)
 			opID := fs.String("operator", "", "stateful operator id (checkpoint inspect lists them); required")
 			part := fs.Int("partition", -1, "only this partition")
 			version := fs.Int64("version", -1, "state version (default: the last committed batch)")
+			storeName := fs.String("store", "", "only this store of an operator with several (a join's sides, a processor's states and timers); default: every store, each row led by a store column")
 			return func(ctx context.Context, args []string, stdout io.Writer) error {
-				return dumpState(ctx, args[0], *opID, *part, *version, *out, stdout)
+				return dumpState(ctx, args[0], *opID, *storeName, *part, *version, *out, stdout)
 			}
 		},
 	}
 }
 
-func dumpState(ctx context.Context, loc, opID string, part int, version int64, out format, stdout io.Writer) error {
+func dumpState(ctx context.Context, loc, opID, storeName string, part int, version int64, out format, stdout io.Writer) error {
 	store, err := openExisting(ctx, loc)
 	if err != nil {
 		return err
@@ -76,13 +81,29 @@ func dumpState(ctx context.Context, loc, opID string, part int, version int64, o
 		return fmt.Errorf("checkpoint %s has no batches", store.URL())
 	}
 	var ids []string
-	found := false
-	for _, op := range plan.Conf.Operators {
+	var conf *checkpoint.OperatorConf
+	for i, op := range plan.Conf.Operators {
 		ids = append(ids, op.ID)
-		found = found || op.ID == opID
+		if op.ID == opID {
+			conf = &plan.Conf.Operators[i]
+		}
 	}
-	if !found {
+	if conf == nil {
 		return fmt.Errorf("%w: no stateful operator %q; the checkpoint has: %s", errUsage, opID, strings.Join(ids, ", "))
+	}
+	stores := []string{""}
+	if len(conf.Stores) > 0 {
+		stores = conf.Stores
+	}
+	if storeName != "" {
+		found := false
+		for _, s := range conf.Stores {
+			found = found || s == storeName
+		}
+		if !found {
+			return fmt.Errorf("%w: operator %q has no store %q; its stores: %s", errUsage, opID, storeName, strings.Join(conf.Stores, ", "))
+		}
+		stores = []string{storeName}
 	}
 	if part >= plan.Conf.StatePartitions {
 		return fmt.Errorf("%w: --partition %d: the checkpoint has partitions 0 to %d", errUsage, part, plan.Conf.StatePartitions-1)
@@ -99,40 +120,53 @@ func dumpState(ctx context.Context, loc, opID string, part int, version int64, o
 		v = cid
 	}
 	w := newRowWriter(stdout, out)
-	for p := 0; p < plan.Conf.StatePartitions; p++ {
-		if part >= 0 && p != part {
-			continue
-		}
-		st, _, _, err := openState(ctx, store, opID, p, -1)
-		if err != nil {
-			return err
-		}
-		recs, err := st.Load(ctx, v)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			err := dumpRecord(w, r, p)
-			r.Release()
+	// With several stores dumped together (their schemas differ), every
+	// row is led by its store; the columns of one store are its own.
+	lead := len(stores) > 1
+	for _, sn := range stores {
+		for p := 0; p < plan.Conf.StatePartitions; p++ {
+			if part >= 0 && p != part {
+				continue
+			}
+			st, _, _, err := openState(ctx, store, opID, sn, p, -1)
 			if err != nil {
 				return err
+			}
+			recs, err := st.Load(ctx, v)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				err := dumpRecord(w, r, p, sn, lead)
+				r.Release()
+				if err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return w.close()
 }
 
-// dumpRecord writes r's rows, each led by its partition.
-func dumpRecord(w *rowWriter, r arrow.RecordBatch, part int) error {
+// dumpRecord writes r's rows, each led by its partition (and its store,
+// with lead).
+func dumpRecord(w *rowWriter, r arrow.RecordBatch, part int, store string, lead bool) error {
 	cols := []string{"partition"}
+	if lead {
+		cols = []string{"store", "partition"}
+	}
+	n := len(cols)
 	for _, f := range r.Schema().Fields() {
 		cols = append(cols, f.Name)
 	}
 	row := make([]any, len(cols))
 	for i := 0; i < int(r.NumRows()); i++ {
-		row[0] = int64(part)
+		if lead {
+			row[0] = store
+		}
+		row[n-1] = int64(part)
 		for c := range r.Schema().Fields() {
-			row[c+1] = memsink.Value(r.Column(c), i)
+			row[c+n] = memsink.Value(r.Column(c), i)
 		}
 		if err := w.write(cols, row); err != nil {
 			return err

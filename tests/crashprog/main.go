@@ -4,7 +4,7 @@
 // the engine's fault points armed by ONCEFLOW_FAULT, and exits when the
 // input is exhausted (trigger AvailableNow).
 //
-//	crashprog -checkpoint DIR -out DIR -rows N -per-batch M -keys K [-mode update|append]
+//	crashprog -checkpoint DIR -out DIR -rows N -per-batch M -keys K [-stateless|-windowed|-sessions|-chain]
 package main
 
 import (
@@ -36,15 +36,16 @@ func main() {
 	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
 	windowed := flag.Bool("windowed", false, "tumbling 1 s event-time windows with a 500 ms watermark, append mode")
 	sessions := flag.Bool("sessions", false, "session windows (gap 120 ms) with a 500 ms watermark, append mode")
+	chain := flag.Bool("chain", false, "two stateful operators: tumbling 1 s windows per key, then per window across keys (append mode)")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions, *chain); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, chain bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -72,6 +73,13 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).
 			GroupByWindow(engine.TumblingWindow("ts", time.Second), "key").ID("windows").
 			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+	case chain:
+		mode = engine.Append
+		stream = stream.WithWatermark("ts", 500*time.Millisecond).
+			GroupByWindow(engine.TumblingWindow("ts", time.Second), "key").ID("windows").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n")).
+			GroupBy("window_start", "window_end").ID("per-window").
+			Agg(batch.Sum(batch.Col("total")).As("total"), batch.Sum(batch.Col("n")).As("n"), batch.CountRows().As("keys"))
 	case sessions:
 		mode = engine.Append
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).

@@ -43,6 +43,12 @@ type Config struct {
 	// (for example "batch_id"): it lets the audit name a double-applied
 	// batch and see uncommitted ones. Rows without it count as unknown.
 	BatchColumn string
+	// Keys, when set, restricts the output to the keys it accepts. A
+	// scaled-out query (package scaleout) has a checkpoint per task, each
+	// reading one input partition, while its tasks share the outputs: the
+	// audit of one task reads that task's checkpoint and input and only the
+	// output keys of its partition. Default: every key.
+	Keys func(key string) bool
 }
 
 // KeyDiff is one key whose output differs from the input.
@@ -257,6 +263,9 @@ func readOutput(ctx context.Context, cfg Config) (*output, error) {
 	o := &output{values: map[string]int64{}, seen: map[string]bool{}, pairs: map[string]map[int64]int{}}
 	cum := cfg.Output.cumulative()
 	err := cfg.Output.rows(ctx, cfg.Key, cfg.OutputValue, cfg.BatchColumn, func(r outRow) {
+		if cfg.Keys != nil && !cfg.Keys(r.key) {
+			return
+		}
 		o.rows++
 		if cum {
 			if o.seen[r.key] {

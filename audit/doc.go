@@ -24,6 +24,11 @@
 // PostgreSQL table holds one cumulative row per key and its value is taken
 // as is.
 //
+// A scaled-out query (package scaleout) has one checkpoint per task, each
+// task reading one input partition, and its tasks share the outputs:
+// audit each task with its checkpoint and Config.Keys accepting only the
+// output keys of its partition.
+//
 // # Suspects
 //
 // Every difference is attributed to a link:

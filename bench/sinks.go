@@ -413,15 +413,20 @@ func diffWindows[M ~map[int64][3]int64](a M, ref answer) string {
 	return ""
 }
 
-// topPerWindow reduces (window, auction) → count to q5's answer.
-func topPerWindow(v windowValues) hotItems {
+// hotFromTop is q5's answer from the engine's own top rows: every row of a
+// window holds the window's highest count (RANK 1, ties kept), so the
+// answer only counts and sums them; rows of one window that disagree mean
+// the engine ranked wrongly.
+func hotFromTop(v windowValues) answer {
 	out := hotItems{}
 	for k, c := range v {
 		cur, ok := out[k.start]
 		switch {
-		case !ok || c > cur[0]:
+		case !ok:
 			out[k.start] = [3]int64{c, 1, k.key}
-		case c == cur[0]:
+		case c != cur[0]:
+			return badAnswer(fmt.Sprintf("window %d: top rows with counts %d and %d", k.start, cur[0], c))
+		default:
 			out[k.start] = [3]int64{c, cur[1] + 1, cur[2] + k.key}
 		}
 	}

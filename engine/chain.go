@@ -90,6 +90,21 @@ func (ex *executor) first() *chainOp {
 	return ex.ops[0]
 }
 
+// needsPrevWatermark reports whether offsets/N must record the previous
+// batch's watermark: for the late rows of operators after the first, or
+// for an operator that asks.
+func (ex *executor) needsPrevWatermark() bool {
+	if len(ex.ops) > 1 {
+		return true
+	}
+	for _, c := range ex.ops {
+		if p, ok := c.op.(prevWatermarker); ok && p.needsPrevWatermark() {
+			return true
+		}
+	}
+	return false
+}
+
 // evicts reports whether a moved watermark is work for some operator.
 func (ex *executor) evicts() bool {
 	for _, c := range ex.ops {
@@ -199,11 +214,8 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 				return nil, fmt.Errorf("%w: step %d: operator id %q is used by step %d too; give each stateful step its own id (ID)", ErrInvalidQuery, i+1, o.id(), prev)
 			}
 			ids[o.id()] = i + 1
-			c := &chainOp{op: o, evIn: ev, specs: o.stores()}
+			c := &chainOp{op: o, evIn: ev}
 			ex.ops = append(ex.ops, c)
-			if err := c.newPartitions(cfg.partitions); err != nil {
-				return nil, fmt.Errorf("%w: step %d (%s): %w", ErrInvalidQuery, i+1, o.id(), err)
-			}
 			schema = o.outputSchema()
 			evName, evOffset = "", 0
 			if et := o.eventTime(); et.col >= 0 {
@@ -225,8 +237,54 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 		return nil, err
 	}
 	ex.mode = mode
+	// A sliding window that runs in append mode (every aggregation before
+	// the last does) is computed by panes where its aggregates combine.
+	for i, c := range ex.ops {
+		if w, isWin := c.op.(*windowOp); isWin && !cfg.rowWindows && (i < len(ex.ops)-1 || mode == Append) {
+			p, err := newPaneOp(cfg, w)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrInvalidQuery, w.id(), err)
+			}
+			if p != nil {
+				c.op = p
+			}
+		}
+	}
+	for _, c := range ex.ops {
+		c.specs = c.op.stores()
+		if err := c.newPartitions(cfg.partitions); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidQuery, c.op.id(), err)
+		}
+	}
 	ok = true
 	return ex, nil
+}
+
+// adoptRows turns each sliding window computed by panes back into its
+// row-per-window form where the checkpoint's operator of that id was
+// written in that form (before panes existed), so the checkpoint restarts
+// with the state it has. It reports whether it changed an operator.
+func (ex *executor) adoptRows(old Conf, partitions int) (bool, error) {
+	kinds := map[string]string{}
+	for _, o := range old.Operators {
+		kinds[o.ID] = o.Kind
+	}
+	changed := false
+	for _, c := range ex.ops {
+		p, isPane := c.op.(*paneOp)
+		if !isPane || kinds[p.id()] != p.rows.kind() {
+			continue
+		}
+		for _, part := range c.parts {
+			part.release()
+		}
+		c.op, c.specs = p.rows, p.rows.stores()
+		if err := c.newPartitions(partitions); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	return changed, nil
 }
 
 // bindOperator builds the operator of a stateful step over its input.
@@ -622,7 +680,7 @@ func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime 
 	start := time.Now()
 	for i, c := range ex.ops {
 		last := i == len(ex.ops)-1
-		fc := &finishCtx{batchID: batchID, watermark: ex.watermark, timestampMs: ex.timestampMs, mode: Append, last: last, mem: ex.mem}
+		fc := &finishCtx{batchID: batchID, watermark: ex.watermark, prevWatermark: ex.lateWatermark, timestampMs: ex.timestampMs, mode: Append, last: last, mem: ex.mem}
 		if last {
 			fc.mode = ex.mode
 		}

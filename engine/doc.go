@@ -14,8 +14,11 @@
 //     the batch timestamp, the watermark, and the configuration fixed at the
 //     first batch (state partitions, stateful operators and their schemas).
 //  3. Read [start, end) of every source, run the stateless steps per record,
-//     hash-partition rows into the aggregation's P partitions, merge each
-//     partition into its state in parallel, and write state version N.
+//     hash-partition rows into the first stateful operator's P partitions;
+//     then, operator by operator along the chain, merge each partition into
+//     its state, finish it at the watermark and write its state version N
+//     (all partitions in parallel), and re-partition its output, through
+//     the stateless steps that follow, by the next operator's keys.
 //  4. Hand the output to every sink: AddBatch(ctx, N, …), which each sink
 //     makes idempotent in N.
 //  5. Write commits/N. Then the sources' after-commit hooks run, logs and
@@ -49,13 +52,28 @@
 //     never get the batches it lost. Either fails before any batch runs,
 //     naming the sink, both batch ids and the way out.
 //
+// # The operator chain
+//
+// A query is stateless steps, then a stateful operator, then stateless
+// steps, then another operator, and so on (chain.go). Every stateful step
+// implements one interface (operator.go): group-by (op_agg.go), tumbling
+// and sliding windows (op_agg.go, by panes in op_panes.go), session windows
+// (session.go), the two deduplications (op_dedup.go) and top-N
+// (op_topn.go). Each has its own state folder, conf entry and progress
+// entry. The first operator drops rows older than the batch's watermark;
+// the ones after it drop rows older than the previous batch's (Spark 3.4),
+// recorded in offsets/N; all evict by the batch's. Output modes are checked
+// for the whole chain by NewQuery (chainMode), and Query.Describe returns
+// the plan.
+//
 // # Checkpoint layout
 //
 //	metadata                       query id, name, format version, created
 //	offsets/<N, 20 digits>         write-ahead plan of batch N (offsetlog v1 JSON)
 //	commits/<N>                    batch N is done
 //	progress/<N>                   the batch's Progress record
-//	state/<operator>/<partition>/  statestore files
+//	state/<operator>/<partition>/  statestore files (<store>/ below it for
+//	                               an operator with several named stores)
 //	sources/<i>/                   the source's own log, if it keeps one
 //	.lock                          local checkpoints only: the driver lock
 //

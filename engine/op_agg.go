@@ -1,13 +1,15 @@
 package engine
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
@@ -504,27 +506,105 @@ func (p *windowPart) finish(ctx context.Context, fc *finishCtx) (finished, error
 }
 
 // sortByKeys orders rec (an aggregation output, keys first: nk columns) by
-// its key columns and releases rec. Groups live in the hash table in
-// insertion order, which differs between a run and its restart from a
-// state snapshot; sorting makes what reaches the sink a function of the
-// state alone, so a re-run batch is byte-for-byte its first attempt.
+// its key columns, nulls last, and releases rec. Groups live in the hash
+// table in insertion order, which differs between a run and its restart
+// from a state snapshot; sorting makes what reaches the sink a function of
+// the state alone, so a re-run batch is byte-for-byte its first attempt.
+// The order is computed in Go (arrow-go's sort kernels keep scratch
+// buffers of the allocator they are given), the rows moved with takeRows.
 func sortByKeys(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, nk int) (arrow.RecordBatch, error) {
 	defer rec.Release()
-	if rec.NumRows() < 2 {
+	n := int(rec.NumRows())
+	if n < 2 {
 		rec.Retain()
 		return rec, nil
 	}
-	keys := make(compute.SortOptions, nk)
-	for i := range keys {
-		keys[i] = compute.DefaultSortKey()
-		keys[i].ColumnIndex = i
+	cmps := make([]func(a, b int) int, nk)
+	for c := range cmps {
+		cmp, err := columnCompare(rec.Column(c))
+		if err != nil {
+			return nil, fmt.Errorf("sort output by key: %w", err)
+		}
+		cmps[c] = cmp
 	}
-	d, err := compute.CallFunction(compute.WithAllocator(ctx, mem), "sort", keys, compute.NewDatum(rec))
-	if err != nil {
-		return nil, fmt.Errorf("sort output by key: %w", err)
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
 	}
-	defer d.Release()
-	out := d.(*compute.RecordDatum).Value
-	out.Retain()
-	return out, nil
+	sort.SliceStable(idx, func(x, y int) bool {
+		for _, cmp := range cmps {
+			if r := cmp(idx[x], idx[y]); r != 0 {
+				return r < 0
+			}
+		}
+		return false
+	})
+	sorted := true
+	for i := range idx {
+		if idx[i] != i {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		rec.Retain()
+		return rec, nil
+	}
+	return takeRows(ctx, mem, rec, idx)
+}
+
+// columnCompare orders the rows of one column: nulls after values.
+func columnCompare(c arrow.Array) (func(a, b int) int, error) {
+	var vals func(a, b int) int
+	switch a := c.(type) {
+	case *array.String:
+		vals = func(x, y int) int { return strings.Compare(a.Value(x), a.Value(y)) }
+	case *array.LargeString:
+		vals = func(x, y int) int { return strings.Compare(a.Value(x), a.Value(y)) }
+	case *array.Binary:
+		vals = func(x, y int) int { return bytes.Compare(a.Value(x), a.Value(y)) }
+	case *array.Boolean:
+		vals = func(x, y int) int { return cmpBool(a.Value(x), a.Value(y)) }
+	case *array.Float64:
+		vals = func(x, y int) int { return cmp.Compare(a.Value(x), a.Value(y)) }
+	case *array.Float32:
+		vals = func(x, y int) int { return cmp.Compare(a.Value(x), a.Value(y)) }
+	case *array.Uint64:
+		vals = func(x, y int) int { return cmp.Compare(a.Value(x), a.Value(y)) }
+	case *array.Date32:
+		vals = func(x, y int) int { return cmp.Compare(a.Value(x), a.Value(y)) }
+	case *array.Date64:
+		vals = func(x, y int) int { return cmp.Compare(a.Value(x), a.Value(y)) }
+	default:
+		if !arrow.IsInteger(c.DataType().ID()) && c.DataType().ID() != arrow.TIMESTAMP {
+			return nil, fmt.Errorf("cannot order a key column of type %s", c.DataType())
+		}
+		iv := integerValues(c)
+		vals = func(x, y int) int { return cmp.Compare(iv(x), iv(y)) }
+	}
+	if c.NullN() == 0 {
+		return vals, nil
+	}
+	return func(x, y int) int {
+		nx, ny := c.IsNull(x), c.IsNull(y)
+		switch {
+		case nx && ny:
+			return 0
+		case nx:
+			return 1
+		case ny:
+			return -1
+		}
+		return vals(x, y)
+	}, nil
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }

@@ -105,12 +105,16 @@ type storeSpec struct {
 // finishCtx is what finish may depend on besides the partition's state and
 // input: the batch's write-ahead entry.
 type finishCtx struct {
-	batchID     int64
-	watermark   int64 // in force for this batch (eviction), Unix ms; 0 for none
-	timestampMs int64 // the batch timestamp recorded in offsets/N
-	mode        OutputMode
-	last        bool // the operator is the chain's last (its output reaches the sinks)
-	mem         memory.Allocator
+	batchID   int64
+	watermark int64 // in force for this batch (eviction), Unix ms; 0 for none
+	// prevWatermark is the previous batch's watermark, recorded in
+	// offsets/N as lateWatermarkMs for chains and for operators that ask
+	// (prevWatermarker); 0 otherwise.
+	prevWatermark int64
+	timestampMs   int64 // the batch timestamp recorded in offsets/N
+	mode          OutputMode
+	last          bool // the operator is the chain's last (its output reaches the sinks)
+	mem           memory.Allocator
 }
 
 // finished is a partition's result of one batch. The executor releases
@@ -157,6 +161,13 @@ type eventTimeCol struct {
 }
 
 var noEventTime = eventTimeCol{col: -1}
+
+// prevWatermarker is an operator that needs the previous batch's
+// watermark at finish (a sliding window by panes emits the windows that
+// closed since then).
+type prevWatermarker interface {
+	needsPrevWatermark() bool
+}
 
 // storeOptions are the statestore options of one store of an operator.
 func storeOptions(cfg *config, s storeSpec) statestore.Options {

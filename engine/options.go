@@ -55,6 +55,9 @@ func ParseOutputMode(s string) (OutputMode, error) {
 type Option func(*config)
 
 type config struct {
+	// rowWindows (a test knob) computes sliding windows a row per window
+	// instead of by panes, as checkpoints written before panes hold them.
+	rowWindows         bool
 	name               string
 	checkpoint         storage.Store
 	sinks              []Sink

@@ -31,7 +31,7 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 	// Operators after the first drop rows late by the previous batch's
 	// watermark (Spark 3.4): a window the first closes in this batch is
 	// not late for the next. Recorded, so a re-run uses the same.
-	if len(r.ex.ops) > 1 && r.lastPlan != nil {
+	if r.ex.needsPrevWatermark() && r.lastPlan != nil {
 		e.LateWatermarkMs = r.lastPlan.WatermarkMs
 	}
 	for i, src := range r.srcs {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -57,6 +58,26 @@ func readmeColumns(orders engine.Source) *engine.Stream {
 	return stream
 }
 
+// readmeChain is "Several stateful steps: the operator chain".
+func readmeChain(bids engine.Source, cp storage.Store, out engine.Sink) error {
+	stream := engine.ReadStream(bids).
+		WithWatermark("date_time", 2*time.Second).
+		GroupByWindow(engine.SlidingWindow("date_time", 10*time.Second, 2*time.Second), "auction").ID("bids-per-auction").
+		Agg(batch.CountRows().As("bids")).
+		GroupBy("window_start", "window_end").ID("hot-auctions").
+		Top(1, "bids", engine.Desc) // the auctions with the most bids per window, ties kept
+	q, err := engine.NewQuery(stream, engine.WithCheckpoint(cp), engine.WithSink(out))
+	if err != nil {
+		return err
+	}
+	plan, err := q.Describe() // sources, steps, operators with ids and keys, output mode, sinks
+	if err != nil {
+		return err
+	}
+	fmt.Print(plan)
+	return nil
+}
+
 // readmeEventTime is "Event time".
 func readmeEventTime(src engine.Source, cp storage.Store, out, lateSink engine.Sink) (*engine.Query, error) {
 	stream := engine.ReadStream(src).
@@ -72,6 +93,7 @@ var (
 	_ = readmeQuery
 	_ = readmeColumns
 	_ = readmeEventTime
+	_ = readmeChain
 )
 
 func TestReadmeSnippetsCompile(t *testing.T) {

@@ -47,6 +47,16 @@ func (r *run) main(ctx context.Context) error {
 		copy(r.eventMax, lastCommit.EventTimeMaxMs)
 	}
 	if havePlan {
+		changed, err := r.ex.adoptRows(lastPlan.Conf, cfg.partitions)
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		if changed {
+			r.conf.Operators = nil
+			for _, c := range r.ex.ops {
+				r.conf.Operators = append(r.conf.Operators, c.conf())
+			}
+		}
 		if err := checkRestart(lastPlan.Conf, r.conf); err != nil {
 			return err
 		}

@@ -58,6 +58,13 @@ func WithStatusServer(addr string) Option {
 	return func(l *Listener) { l.addr = addr }
 }
 
+// WithHistory sets how many of the latest batches the status page (/ of
+// WithStatusServer) charts and lists; their progress records are kept in
+// memory. n ≤ 0 means the default, DefaultHistory (300).
+func WithHistory(n int) Option {
+	return func(l *Listener) { l.historyN = n }
+}
+
 // WithHealthRule sets when /healthz reports the query unhealthy. Default:
 // HealthRule{} (10 trigger intervals, at least 5 minutes).
 func WithHealthRule(r HealthRule) Option {
@@ -67,10 +74,13 @@ func WithHealthRule(r HealthRule) Option {
 // Listener is an engine listener (engine.WithListener) that keeps a
 // query's metrics and status. Build it with New.
 type Listener struct {
-	now  func() time.Time // test knob; time.Now
-	reg  prometheus.Registerer
-	addr string
-	rule HealthRule
+	now      func() time.Time // test knob; time.Now
+	reg      prometheus.Registerer
+	addr     string
+	rule     HealthRule
+	historyN int
+	// tasks is WithTasks' function, or nil.
+	tasks func() any
 
 	mu struct {
 		sync.Mutex
@@ -83,6 +93,8 @@ type Listener struct {
 		lastErr              error
 		interval             time.Duration
 		listenAddr           string
+		plan                 *engine.Plan
+		history              history // the page's last batches
 	}
 	// Set and read by the driver goroutine only (the On… methods).
 	metrics *queryMetrics
@@ -117,6 +129,12 @@ func (l *Listener) OnQueryStart(info engine.QueryInfo) error {
 		l.mu.Unlock()
 		return fmt.Errorf("monitor: this Listener already serves the running query %q; give query %q its own (monitor.New)", name, info.Name)
 	}
+	if l.mu.queryID != info.ID {
+		l.mu.history = history{}
+	}
+	l.mu.history.n = l.historySize()
+	plan := info.Plan
+	l.mu.plan = &plan
 	l.mu.queryID, l.mu.runID, l.mu.name = info.ID, info.RunID, info.Name
 	l.mu.trigger = info.Trigger.String()
 	l.mu.running = true
@@ -169,6 +187,7 @@ func (l *Listener) OnBatchCommitted(p engine.Progress) {
 	l.mu.Lock()
 	l.mu.last = &p
 	l.mu.lastCommitAt = l.now()
+	l.mu.history.add(&p)
 	l.mu.Unlock()
 	if l.metrics != nil {
 		l.metrics.observe(&p)
@@ -222,6 +241,11 @@ type state struct {
 func (l *Listener) state() state {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.stateLocked()
+}
+
+// stateLocked is state with l.mu held.
+func (l *Listener) stateLocked() state {
 	return state{
 		queryID: l.mu.queryID, runID: l.mu.runID, name: l.mu.name, trigger: l.mu.trigger, running: l.mu.running,
 		startedAt: l.mu.startedAt, lastCommitAt: l.mu.lastCommitAt, last: l.mu.last, lastErr: l.mu.lastErr,

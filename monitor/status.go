@@ -29,6 +29,9 @@ type Status struct {
 	HealthReason           string           `json:"healthReason,omitempty"`
 	LastError              string           `json:"lastError,omitempty"`
 	LastProgress           *engine.Progress `json:"lastProgress,omitempty"`
+	// Tasks is what WithTasks' function returns: the tasks of a scaled-out
+	// query this process owns.
+	Tasks any `json:"tasks,omitempty"`
 }
 
 type statusServer struct {
@@ -55,6 +58,7 @@ func startStatusServer(l *Listener) (*statusServer, error) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(l.status())
 	})
+	addPageRoutes(mux, l)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		st := l.status()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -91,8 +95,10 @@ func (s *statusServer) shutdown() {
 }
 
 func (l *Listener) status() Status {
-	st := l.state()
-	now := l.now()
+	return l.statusOf(l.state(), l.now())
+}
+
+func (l *Listener) statusOf(st state, now time.Time) Status {
 	out := Status{
 		ID: st.queryID, Name: st.name, RunID: st.runID, State: "stopped",
 		Trigger:                st.trigger,
@@ -110,5 +116,8 @@ func (l *Listener) status() Status {
 		out.LastError = st.lastErr.Error()
 	}
 	out.Healthy, out.HealthReason = l.rule.check(st, now)
+	if l.tasks != nil {
+		out.Tasks = l.tasks()
+	}
 	return out
 }

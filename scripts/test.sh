@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh is the README's test command: it installs the pinned tools, starts
 # the services the tests need (PostgreSQL 15 and a versitygw S3 server on
-# loopback; Kafka is kfake, embedded in the tests), runs gofmt, go vet and
+# loopback; Kafka is kfake, embedded in the tests; Chromium for the browser
+# test, scripts/chromium.sh), runs gofmt, go vet and
 # staticcheck, and then every test with the race detector.
 #
 # Everything is built with -tags onceflow_faults, which compiles in the
@@ -23,6 +24,12 @@ bindir="$(bash scripts/install-tools.sh | tail -n 1)"
 export PATH="$bindir:$PATH"
 
 eval "$(bash scripts/pg-setup.sh)"
+# Chromium for the status page's browser test (cmd/onceflow); installed
+# with apt-get when missing. Without it that test skips (fails under
+# ONCEFLOW_REQUIRE_SERVICES=1, as in .ci/run).
+if chromium="$(bash scripts/chromium.sh | tail -n 1)"; then
+	export ONCEFLOW_CHROMIUM="$chromium"
+fi
 # Stop the S3 server at the end only if this run started it: a server that
 # was already running belongs to someone else (another run, a developer).
 if bash scripts/s3-server.sh env >/dev/null 2>&1; then
@@ -35,7 +42,7 @@ fi
 # The Go modules of the workspace (go.work), each tested on its own: the
 # engine module, then the command line and the plugins whose heavy
 # dependencies stay out of the engine's go.mod. bench comes last.
-MODULES=(. cmd/onceflow statestore/pebblestore)
+MODULES=(. cmd/onceflow sql statestore/pebblestore)
 
 tags=onceflow_faults
 if [ $# -gt 0 ]; then

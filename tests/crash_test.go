@@ -141,7 +141,7 @@ func progArgs(cp, out string, extra ...string) []string {
 func TestCrashAtEveryFaultPoint(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless", "windowed", "sessions", "chain"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sliding", "sessions", "chain"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
 			switch mode {
@@ -153,6 +153,8 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 				extra = []string{"-sessions"}
 			case "chain":
 				extra = []string{"-chain"}
+			case "sliding":
+				extra = []string{"-sliding"}
 			}
 			refOut := t.TempDir()
 			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}
@@ -163,7 +165,7 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 			if len(want) < 12 || reps != 0 {
 				t.Fatalf("reference run: %d batches, %d repeats; want at least 12, 0", len(want), reps)
 			}
-			if mode == "windowed" || mode == "sessions" || mode == "chain" {
+			if mode == "windowed" || mode == "sliding" || mode == "sessions" || mode == "chain" {
 				checkWindowsOnce(t, want)
 			}
 			for _, point := range fault.EnginePoints() {

@@ -176,7 +176,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{"inspect two dirs", []string{"checkpoint", "inspect", cp, cp}, 2, []string{"got 2 arguments", "usage: onceflow checkpoint inspect [-o table|json|jsonl] DIR"}},
 		{"inspect unknown flag", []string{"checkpoint", "inspect", "--yaml", cp}, 2, []string{"flag provided but not defined: -yaml"}},
 		{"inspect unknown output", []string{"checkpoint", "inspect", "-o", "yaml", cp}, 2, []string{`invalid value "yaml" for flag -o: want table, json or jsonl`}},
-		{"state without dir", []string{"checkpoint", "state", "--operator", ledgerOperator}, 2, []string{"usage: onceflow checkpoint state [-o table|json|jsonl] [--partition P] [--version N] --operator ID DIR"}},
+		{"state without dir", []string{"checkpoint", "state", "--operator", ledgerOperator}, 2, []string{"usage: onceflow checkpoint state [-o table|json|jsonl] [--partition P] [--version N] [--store NAME] --operator ID DIR"}},
 		{"state bad version", []string{"checkpoint", "state", cp, "--operator", ledgerOperator, "--version", "x"}, 2, []string{"invalid value"}},
 		{"old state without dump", []string{"state", cp}, 2, []string{"unknown command"}},
 		{"progress without dir", []string{"checkpoint", "progress"}, 2, []string{"checkpoint progress [-o table|json|jsonl] [-n N] DIR"}},

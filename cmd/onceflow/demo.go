@@ -13,6 +13,7 @@ import (
 	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/consolesink"
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/monitor"
 	"github.com/onceflow/onceflow/source/rate"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -22,7 +23,7 @@ import (
 // progress line.
 func demoCommand() *command {
 	return &command{
-		name: "demo", args: "[-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-v]",
+		name: "demo", args: "[-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-status HOST:PORT] [-v]",
 		summary: "run a rate-source query and print its output and progress",
 		setup: func(fs *flag.FlagSet) action {
 			var o demoOptions
@@ -31,6 +32,7 @@ func demoCommand() *command {
 			fs.Int64Var(&o.rowsPerSecond, "rows-per-second", 10000, "rows the rate source produces per second")
 			fs.Int64Var(&o.keys, "keys", 5, "distinct keys")
 			fs.IntVar(&o.batches, "batches", 5, "stop after this many batches (0: run until interrupted)")
+			fs.StringVar(&o.status, "status", "", "serve the status page (/), /status and /metrics on this address while the demo runs (e.g. 127.0.0.1:8080)")
 			fs.BoolVar(&o.verbose, "v", false, "log the driver's steps to stderr")
 			return func(ctx context.Context, _ []string, stdout io.Writer) error { return runDemo(ctx, o, stdout) }
 		},
@@ -40,6 +42,7 @@ func demoCommand() *command {
 // demoOptions are the demo's flags.
 type demoOptions struct {
 	checkpoint, trigger string
+	status              string
 	rowsPerSecond, keys int64
 	batches             int
 	verbose             bool
@@ -75,7 +78,12 @@ func runDemo(ctx context.Context, o demoOptions, stdout io.Writer) error {
 	}
 	var q *engine.Query
 	n := 0
-	q, err = engine.NewQuery(stream,
+	opts := []engine.Option{}
+	if o.status != "" {
+		m := monitor.New(monitor.WithStatusServer(o.status))
+		opts = append(opts, engine.WithListener(m), engine.WithListener(statusAnnouncer{m: m, w: stdout}))
+	}
+	q, err = engine.NewQuery(stream, append(opts,
 		engine.WithName("demo"),
 		engine.WithCheckpoint(store),
 		engine.WithSink(consolesink.New(stdout, 10)),
@@ -93,7 +101,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout io.Writer) error {
 				q.Stop()
 			}
 		}),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -105,4 +113,17 @@ func runDemo(ctx context.Context, o demoOptions, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "stopped after %d batches in %s\n", n, time.Since(start).Round(time.Millisecond))
 	return err
+}
+
+// statusAnnouncer prints where the status page is once the status server
+// listens (it is added after the monitor, so it is told of the start
+// after it).
+type statusAnnouncer struct {
+	m *monitor.Listener
+	w io.Writer
+}
+
+func (a statusAnnouncer) OnQueryStart(engine.QueryInfo) error {
+	fmt.Fprintf(a.w, "status page: http://%s/\n", a.m.StatusAddr())
+	return nil
 }

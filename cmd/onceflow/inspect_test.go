@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/storage"
@@ -376,4 +377,57 @@ func TestStateDump(t *testing.T) {
 			t.Errorf("dedup state: exit %d, %d rows, want 20: %s", code, len(mustJSONLines[map[string]any](t, out)), errOut)
 		}
 	})
+}
+
+// TestInspectAndStateShowEveryOperatorOfAChain runs a query with two
+// stateful operators (dedup, then totals) and finds both in inspect and in
+// state dumps.
+func TestInspectAndStateShowEveryOperatorOfAChain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := storage.OpenLocal(dir, storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	stream := engine.ReadStream(ledger{n: 40}).
+		DropDuplicates("key", "amount").ID("pairs").
+		GroupBy("key").ID(ledgerOperator).
+		Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("rows"))
+	q, err := engine.NewQuery(stream, engine.WithCheckpoint(st), engine.WithSink(memsink.New("out")),
+		engine.WithStatePartitions(ledgerPartitions), engine.WithTrigger(engine.AvailableNow()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(ctx, "checkpoint", "inspect", dir, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep inspectJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	keys := map[string]int64{}
+	for _, op := range rep.StateOperators {
+		ids = append(ids, op.ID)
+		keys[op.ID] = op.Keys
+	}
+	if strings.Join(ids, ",") != "pairs,"+ledgerOperator || keys["pairs"] != 40 || keys[ledgerOperator] != 3 {
+		t.Fatalf("inspect lists operators %v with keys %v; want pairs (40 keys) then %s (3 keys)", ids, keys, ledgerOperator)
+	}
+	code, out, errOut = runCLI(ctx, "checkpoint", "state", dir, "--operator", "pairs", "-o", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if n := strings.Count(out, "\n"); n != 40 {
+		t.Fatalf("state of pairs: %d rows, want 40:\n%s", n, out)
+	}
+	code, _, errOut = runCLI(ctx, "checkpoint", "state", dir, "--operator", "pairs", "--store", "left")
+	if code == 0 || !strings.Contains(errOut, `has no store "left"`) {
+		t.Fatalf("--store of an operator with one store: exit %d, %s", code, errOut)
+	}
 }

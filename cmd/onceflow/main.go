@@ -2,11 +2,12 @@
 // checkpoints, their progress and state, file-sink tables; it audits a
 // query's output against its input and runs a development Kafka broker.
 //
-//	onceflow demo [-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-v]
+//	onceflow demo [-checkpoint DIR] [-trigger 1s] [-rows-per-second N] [-keys N] [-batches N] [-status HOST:PORT] [-v]
 //	onceflow checkpoint inspect [-o table|json|jsonl] DIR
 //	onceflow checkpoint fork SRC DST --from-batch N
 //	onceflow checkpoint progress [-o table|json|jsonl] [-n N] DIR
 //	onceflow checkpoint state [-o table|json|jsonl] [--partition P] [--version N] --operator ID DIR
+//	onceflow checkpoint serve [-addr HOST:PORT] [-n N] DIR
 //	onceflow lake files [-o table|json|jsonl] DIR
 //	onceflow lake query [-o table|json|jsonl] [--limit N] DIR
 //	onceflow lake vacuum [-o table|json|jsonl] [--older-than D] [--delete] DIR
@@ -55,8 +56,10 @@ func commands() *command {
 	progress, state, kafka := progressCommand(), stateCommand(), kafkaCommand()
 	return &command{name: "onceflow", subs: []*command{
 		demoCommand(),
+		sqlRunCommand(),
+		sqlExplainCommand(),
 		{name: "checkpoint", summary: "look at or fork a query's checkpoint", subs: []*command{
-			inspectCommand(), forkCommand(), progress, state,
+			inspectCommand(), forkCommand(), progress, state, serveCommand(),
 		}},
 		lakeCommand(),
 		auditCommand(),

@@ -7,8 +7,8 @@
 //     only offsetlog, storage and the standard library;
 //   - no package imports engine except the engine's own subpackages, the
 //     commands (cmd/), examples (examples/), tests (tests/), benchmarks
-//     (bench/, its own module) and the plugins built on the engine's
-//     listener API (monitor). Test files may import engine to run a query
+//     (bench/, its own module), the SQL front end (sql/, its own module)
+//     and the plugins built on the engine's listener API (monitor). Test files may import engine to run a query
 //     end to end (audit's tests, kafkasink/e2e);
 //   - engine links neither the Prometheus client nor an HTTP server of its
 //     own: those belong to monitor, which a user who never serves metrics

@@ -14,6 +14,12 @@
 // checkpoints written before, is still read (see Position and
 // docs/format/kafka.md).
 //
+// WithPartitions restricts a source to some partition numbers of each topic
+// it reads: the others are never listed into a position, planned or read.
+// It is how package scaleout gives one task its partition; the partitions
+// are part of the source's identity (SourceID), so a checkpoint of one
+// task is never resumed by a source of another.
+//
 // # Lifecycle (the engine's calls, in order)
 //
 //  0. OpenCheckpoint (with WithDeadLetterTopic only) loads or creates the

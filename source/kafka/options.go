@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -87,6 +88,8 @@ type config struct {
 	mem            memory.Allocator
 	rowsPerRecord  int
 	fetchMaxBytes  int32
+	partitions     []int32 // WithPartitions; nil: every partition
+	partitionsSet  bool
 }
 
 func defaults() config {
@@ -119,6 +122,22 @@ func WithTopics(topics ...string) Option {
 // batch's write-ahead-log entry. Default: none (see WithTopics).
 func WithTopicPattern(expr string) Option {
 	return func(c *config) { c.pattern, c.patternErr = regexp.Compile(expr) }
+}
+
+// WithPartitions restricts the source to these partition numbers of every
+// topic it reads: only they are planned (LatestOffset, InitialOffset) and
+// read, and the source's identity in the checkpoint names them, so a
+// restart with other partitions is refused. It is how a scaled-out query
+// (package scaleout) gives each task its partition, or its partition of
+// each co-partitioned topic. A partition named here that a topic of
+// WithTopics lacks fails the first batch's planning; under WithTopicPattern
+// such a topic is read for the partitions it has. Default: every
+// partition, including partitions created later.
+func WithPartitions(partitions ...int32) Option {
+	return func(c *config) {
+		c.partitions = append(c.partitions, partitions...)
+		c.partitionsSet = true
+	}
 }
 
 // WithStartingOffsets sets where the query's first batch starts (default
@@ -268,6 +287,29 @@ func WithRowsPerRecord(n int) Option {
 	return func(c *config) { c.rowsPerRecord = n }
 }
 
+// keeps reports whether the source reads partition p (WithPartitions).
+func (c *config) keeps(p int32) bool {
+	return !c.partitionsSet || slices.Contains(c.partitions, p)
+}
+
+// only drops from o the partitions the source does not read.
+func (c *config) only(o Offsets) Offsets {
+	if !c.partitionsSet {
+		return o
+	}
+	for t, ps := range o {
+		for p := range ps {
+			if !c.keeps(p) {
+				delete(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			delete(o, t)
+		}
+	}
+	return o
+}
+
 // progressTopic is the dead-letter progress topic (see
 // WithDeadLetterProgressTopic).
 func (c *config) progressTopic() string {
@@ -295,6 +337,14 @@ func (c *config) validate() error {
 	}
 	if c.maxPerTrigger < 0 {
 		problems = append(problems, fmt.Sprintf("WithMaxOffsetsPerTrigger %d is negative", c.maxPerTrigger))
+	}
+	if c.partitionsSet && len(c.partitions) == 0 {
+		problems = append(problems, "WithPartitions names no partition")
+	}
+	for _, p := range c.partitions {
+		if p < 0 {
+			problems = append(problems, fmt.Sprintf("WithPartitions: partition %d is negative", p))
+		}
 	}
 	if c.rowsPerRecord <= 0 {
 		problems = append(problems, fmt.Sprintf("WithRowsPerRecord %d must be positive", c.rowsPerRecord))

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -152,14 +154,26 @@ func (s *Source) Close() error {
 // headers (see the package documentation).
 func (s *Source) Schema() *arrow.Schema { return s.schema }
 
-// Description is "kafka[t1,t2]" or "kafka[/pattern/]".
+// Description is "kafka[t1,t2]" or "kafka[/pattern/]", followed, under
+// WithPartitions, by the partitions: "kafka[t1;partitions=0,3]".
 func (s *Source) Description() string {
+	var parts string
+	if s.c.partitionsSet {
+		ps := slices.Clone(s.c.partitions)
+		slices.Sort(ps)
+		ps = slices.Compact(ps)
+		strs := make([]string, len(ps))
+		for i, p := range ps {
+			strs[i] = strconv.Itoa(int(p))
+		}
+		parts = ";partitions=" + strings.Join(strs, ",")
+	}
 	if s.c.pattern != nil {
-		return "kafka[/" + s.c.pattern.String() + "/]"
+		return "kafka[/" + s.c.pattern.String() + "/" + parts + "]"
 	}
 	ts := append([]string(nil), s.c.topics...)
 	sort.Strings(ts)
-	return "kafka[" + strings.Join(ts, ",") + "]"
+	return "kafka[" + strings.Join(ts, ",") + parts + "]"
 }
 
 // subscribed reports whether topic is one the source reads. A pattern
@@ -236,17 +250,22 @@ func (s *Source) latest(ctx context.Context, topics []string) (Offsets, error) {
 	if len(topics) == 0 {
 		return Offsets{}, nil // kadm lists every topic when given none
 	}
+	var o Offsets
+	var err error
 	if s.c.readCommitted {
-		return listed(s.adm.ListCommittedOffsets(ctx, topics...))
+		o, err = listed(s.adm.ListCommittedOffsets(ctx, topics...))
+	} else {
+		o, err = listed(s.adm.ListEndOffsets(ctx, topics...))
 	}
-	return listed(s.adm.ListEndOffsets(ctx, topics...))
+	return s.c.only(o), err
 }
 
 func (s *Source) earliest(ctx context.Context, topics []string) (Offsets, error) {
 	if len(topics) == 0 {
 		return Offsets{}, nil
 	}
-	return listed(s.adm.ListStartOffsets(ctx, topics...))
+	o, err := listed(s.adm.ListStartOffsets(ctx, topics...))
+	return s.c.only(o), err
 }
 
 // topicIDs returns the current id, in hex, of each of topics that exists;
@@ -319,7 +338,9 @@ func (s *Source) InitialOffset(ctx context.Context) (json.RawMessage, error) {
 			return fmt.Errorf("list end offsets: %w", err)
 		}
 		if s.c.start.kind == startTimestamp {
-			if at, err = listed(s.adm.ListOffsetsAfterMilli(ctx, s.c.start.at.UnixMilli(), topics...)); err != nil {
+			if at, err = listed(s.adm.ListOffsetsAfterMilli(ctx, s.c.start.at.UnixMilli(), topics...)); err == nil {
+				at = s.c.only(at)
+			} else {
 				return fmt.Errorf("list offsets at %s: %w", s.c.start.at.UTC().Format("2006-01-02T15:04:05.000Z07:00"), err)
 			}
 		}
@@ -330,8 +351,13 @@ func (s *Source) InitialOffset(ctx context.Context) (json.RawMessage, error) {
 	}
 	if s.c.pattern == nil {
 		for _, t := range topics {
-			if len(first[t]) == 0 {
+			if len(first[t]) == 0 && !s.c.partitionsSet {
 				return nil, fmt.Errorf("kafka: initial offset: topic %q does not exist", t)
+			}
+			for _, p := range s.c.partitions {
+				if _, ok := first.get(t, p); !ok {
+					return nil, fmt.Errorf("kafka: initial offset: topic %q has no partition %d (WithPartitions)", t, p)
+				}
 			}
 		}
 	}

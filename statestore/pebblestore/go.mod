@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/onceflow/onceflow => ../..
 
 require (
-	github.com/apache/arrow-go/v18 v18.9.0
+	github.com/apache/arrow-go/v18 v18.8.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/onceflow/onceflow v0.0.0-00010101000000-000000000000
 )

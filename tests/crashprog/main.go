@@ -36,16 +36,17 @@ func main() {
 	stateless := flag.Bool("stateless", false, "no aggregation: write the input rows")
 	windowed := flag.Bool("windowed", false, "tumbling 1 s event-time windows with a 500 ms watermark, append mode")
 	sessions := flag.Bool("sessions", false, "session windows (gap 120 ms) with a 500 ms watermark, append mode")
+	sliding := flag.Bool("sliding", false, "sliding 2 s windows every 500 ms with a 500 ms watermark, append mode (computed by panes)")
 	chain := flag.Bool("chain", false, "two stateful operators: tumbling 1 s windows per key, then per window across keys (append mode)")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
 	flag.Parse()
-	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed, *sessions, *chain); err != nil {
+	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed || *sliding, *sessions, *chain, *sliding); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, chain bool) error {
+func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, windowed, sessions, chain, sliding bool) error {
 	ctx := context.Background()
 	cp, err := storage.OpenLocal(cpDir, storage.LocalOptions{})
 	if err != nil {
@@ -68,6 +69,11 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 	switch {
 	case stateless:
 		mode = engine.Append
+	case sliding:
+		mode = engine.Append
+		stream = stream.WithWatermark("ts", 500*time.Millisecond).
+			GroupByWindow(engine.SlidingWindow("ts", 2*time.Second, 500*time.Millisecond), "key").ID("sliding").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"), batch.Avg(batch.Col("amount")).As("avg"))
 	case windowed:
 		mode = engine.Append
 		stream = stream.WithWatermark("ts", 500*time.Millisecond).

@@ -70,6 +70,10 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	// Raised past the split of googleapis/rpc: pebble's cockroachdb/errors
+	// pulls the 2023 genproto monolith, and grpc's status package is then
+	// found in two modules. go mod tidy drops this line; put it back.
+	google.golang.org/genproto v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/onceflow/onceflow/offsetlog"
@@ -90,18 +91,27 @@ func (r *Reader) Progress(ctx context.Context, id int64, into any) error {
 	return offsetlog.Decode(r.store.URL()+"/"+name, data, into)
 }
 
-// LatestProgress decodes the newest progress record into into and returns
-// its batch id; ok is false when there is none.
+// LatestProgress decodes the newest readable progress record into into
+// and returns its batch id; ok is false when there is none. Progress
+// records are written without waiting for the disk (no recovery reads
+// them), so a crash can leave one torn: such a record (errors.Is
+// offsetlog.ErrCorrupt) is passed over for the one before it.
 func (r *Reader) LatestProgress(ctx context.Context, into any) (id int64, ok bool, err error) {
 	ids, err := r.progress.List(ctx)
-	if err != nil || len(ids) == 0 {
+	if err != nil {
 		return 0, false, err
 	}
-	id = ids[len(ids)-1]
-	if err := r.Progress(ctx, id, into); err != nil {
-		return 0, false, err
+	for i := len(ids) - 1; i >= 0; i-- {
+		err := r.Progress(ctx, ids[i], into)
+		if errors.Is(err, offsetlog.ErrCorrupt) {
+			continue
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return ids[i], true, nil
 	}
-	return id, true, nil
+	return 0, false, nil
 }
 
 // State returns a view of operator's state folder in one partition, for

@@ -74,6 +74,17 @@ func TestReaderReadsWhatTheLayoutNames(t *testing.T) {
 	if id, ok, err := r.LatestProgress(ctx, &p); err != nil || !ok || id != 2 || p.BatchID != 2 {
 		t.Fatalf("LatestProgress: %d %+v %v %v", id, p, ok, err)
 	}
+	// A progress record torn by a crash (written without fsync) is passed
+	// over for the one before it; reading it alone names the damage.
+	if err := store.Put(ctx, ProgressFile(3), []byte("v1\n{\"batchId\":")); err != nil {
+		t.Fatal(err)
+	}
+	if id, ok, err := r.LatestProgress(ctx, &p); err != nil || !ok || id != 2 || p.BatchID != 2 {
+		t.Fatalf("LatestProgress past a torn record: %d %+v %v %v", id, p, ok, err)
+	}
+	if err := r.Progress(ctx, 3, &p); !errors.Is(err, offsetlog.ErrCorrupt) {
+		t.Fatalf("Progress of a torn record: %v, want ErrCorrupt", err)
+	}
 	if err := r.Progress(ctx, 7, &p); !errors.Is(err, offsetlog.ErrNotFound) {
 		t.Fatalf("Progress of a missing batch: %v, want ErrNotFound", err)
 	}

@@ -31,6 +31,9 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	ex.lateWatermark = plan.LateWatermarkMs
 	ex.timestampMs = plan.TimestampMs
 	ex.batchID = id
+	if err := ex.atStaticVersions(ctx, plan); err != nil {
+		return fmt.Errorf("engine: batch %d: %w", id, err)
+	}
 	for i, so := range plan.Sources {
 		ex.curSource = i
 		if i >= len(r.srcs) {
@@ -131,21 +134,28 @@ func (r *run) nextWatermark(plan *OffsetsEntry) ([]int64, int64) {
 	ex := r.ex
 	eventMax := make([]int64, len(r.srcs))
 	copy(eventMax, r.eventMax)
-	if ex.wm == nil {
+	if !ex.watermarked() {
 		return nil, 0
 	}
 	for i := range eventMax {
 		eventMax[i] = max(eventMax[i], ex.batchMax[i])
 	}
-	delay := ex.wm.delay.Milliseconds()
 	global := int64(0)
+	seen := false
 	for i, m := range eventMax {
+		// Each source has its branch's delay (a join's right side has its
+		// own watermark); a source of a branch without one does not count.
+		delay, ok := ex.sourceDelay(i)
+		if !ok {
+			continue
+		}
 		w := int64(0)
 		if m > 0 {
 			w = max(m-delay, 1)
 		}
 		switch {
-		case i == 0:
+		case !seen:
+			seen = true
 			global = w
 		case r.cfg.watermarkPolicy == MaxWatermark:
 			global = max(global, w)

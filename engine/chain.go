@@ -31,6 +31,10 @@ type executor struct {
 	mode      OutputMode
 	wm        *watermarkStep
 	wmIdx     int // index of the event-time column in the records leaving pre; -1 without a watermark
+	// branches are the second inputs of two-input operators (join.go):
+	// srcBranch[i] is the branch source i feeds, -1 for the main chain.
+	branches  []*branch
+	srcBranch []int
 
 	// per batch
 	batchID       int64
@@ -115,6 +119,17 @@ func (ex *executor) evicts() bool {
 	return false
 }
 
+// timerDue reports whether an operator holds a processing-time timer due
+// at ts (Unix ms): work for a batch even without input.
+func (ex *executor) timerDue(ts int64) bool {
+	for _, c := range ex.ops {
+		if t, ok := c.op.(interface{ timerDue(int64) bool }); ok && t.timerDue(ts) {
+			return true
+		}
+	}
+	return false
+}
+
 // bindStream checks a stream against its sources' schemas and builds the
 // steps and operators. State stores are opened later, by openState, once
 // the checkpoint's configuration has been checked.
@@ -122,14 +137,15 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 	if len(s.sources) == 0 {
 		return nil, fmt.Errorf("%w: the stream has no source", ErrInvalidQuery)
 	}
+	srcBranch := mainSources(s)
 	schema := s.sources[0].Schema()
 	for i, src := range s.sources[1:] {
-		if !src.Schema().Equal(schema) {
+		if srcBranch[i+1] < 0 && !src.Schema().Equal(schema) {
 			return nil, fmt.Errorf("%w: source %d (%s) has schema %s, but source 0 (%s) has %s; unioned sources need one schema",
 				ErrInvalidQuery, i+1, describe(src), src.Schema(), describe(s.sources[0]), schema)
 		}
 	}
-	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources)), batchMax: make([]int64, len(s.sources)), wmIdx: -1}
+	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources)), batchMax: make([]int64, len(s.sources)), wmIdx: -1, srcBranch: srcBranch}
 	ok := false
 	defer func() {
 		if !ok {
@@ -216,6 +232,9 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 			ids[o.id()] = i + 1
 			c := &chainOp{op: o, evIn: ev}
 			ex.ops = append(ex.ops, c)
+			if b, ok := o.(twoInputs); ok {
+				ex.addBranch(b.branch(), c)
+			}
 			schema = o.outputSchema()
 			evName, evOffset = "", 0
 			if et := o.eventTime(); et.col >= 0 {
@@ -290,8 +309,16 @@ func (ex *executor) adoptRows(old Conf, partitions int) (bool, error) {
 // bindOperator builds the operator of a stateful step over its input.
 func bindOperator(cfg *config, in *arrow.Schema, st step, ev eventTimeCol, wm *watermarkStep) (operator, error) {
 	switch {
+	case st.kind == stepJoin && st.join.static != nil:
+		return newStaticJoinOp(cfg, in, st.join, ev)
+	case st.kind == stepJoin && st.join.table != nil:
+		return newTableJoinOp(cfg, in, st.join, ev)
+	case st.kind == stepJoin:
+		return newJoinOp(cfg, in, st.join, ev, wm)
 	case st.kind == stepTop:
 		return newTopOp(cfg, in, st.top, ev)
+	case st.kind == stepProcess:
+		return newProcOp(cfg, in, st.proc, wm)
 	case st.kind == stepDedup:
 		return newDedupOp(cfg, in, st.agg, ev, wm)
 	case st.agg.window != nil && st.agg.window.gap > 0:
@@ -492,6 +519,9 @@ func (ex *executor) stores(f func(c *chainOp, p int, spec storeSpec, st stateSto
 // consume takes one source record through the stateless steps and into the
 // first operator's partitions or the output.
 func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
+	if b := ex.srcBranch[ex.curSource]; b >= 0 {
+		return ex.consumeBranch(ctx, ex.branches[b], rec)
+	}
 	rec.Retain()
 	cur := rec
 	for _, o := range ex.pre {
@@ -524,7 +554,7 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 		return err
 	}
 	c.late.Add(late)
-	c.add(pieces)
+	c.add(0, pieces)
 	return nil
 }
 
@@ -544,7 +574,7 @@ func (ex *executor) partition(ctx context.Context, c *chainOp, side int, rec arr
 }
 
 // add appends one record's pieces to the partitions' pending input.
-func (c *chainOp) add(pieces []arrow.RecordBatch) {
+func (c *chainOp) add(side int, pieces []arrow.RecordBatch) {
 	for p, r := range pieces {
 		if r == nil {
 			continue
@@ -553,7 +583,7 @@ func (c *chainOp) add(pieces []arrow.RecordBatch) {
 			r.Release()
 			continue
 		}
-		c.pending[p] = append(c.pending[p], pendingRec{rec: r})
+		c.pending[p] = append(c.pending[p], pendingRec{side: side, rec: r})
 	}
 }
 
@@ -817,7 +847,7 @@ func (ex *executor) route(ctx context.Context, from, to *chainOp, outs []arrow.R
 			}
 			continue
 		}
-		to.add(ps)
+		to.add(0, ps)
 	}
 	return err
 }

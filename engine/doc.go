@@ -22,7 +22,8 @@
 //  4. Hand the output to every sink: AddBatch(ctx, N, …), which each sink
 //     makes idempotent in N.
 //  5. Write commits/N. Then the sources' after-commit hooks run, logs and
-//     state older than the retention are purged, and state snapshots are
+//     state older than the retention are purged (in steps of a tenth of
+//     the retention), and state snapshots are
 //     written in the background.
 //
 // On start, if offsets/L exists and commits/L does not, batch L is re-run
@@ -30,6 +31,18 @@
 // nothing is re-planned. State is reloaded at the last committed version, so
 // a re-run rebuilds version L from version L-1 and overwrites what a crashed
 // attempt wrote.
+//
+// # Joins: a second input
+//
+// A join (Stream.Join, JoinTable, JoinStatic) adds its right side's
+// sources to the query's source list, so their offsets (a static table's
+// version among them) are planned in the same offsets/N. Each such source
+// feeds a branch (branch.go): the right stream's stateless steps and its
+// own watermark, whose rows enter side 1 of the join, late by the same
+// watermark as its main input; the global watermark takes each source's
+// branch delay. A re-run of batch N reads the same ranges of both sides,
+// and each join's output is a function of its state (loaded in arrival
+// order) and the batch, so it joins exactly what the first attempt joined.
 //
 // # Guarantees
 //
@@ -58,8 +71,8 @@
 // steps, then another operator, and so on (chain.go). Every stateful step
 // implements one interface (operator.go): group-by (op_agg.go), tumbling
 // and sliding windows (op_agg.go, by panes in op_panes.go), session windows
-// (session.go), the two deduplications (op_dedup.go) and top-N
-// (op_topn.go). Each has its own state folder, conf entry and progress
+// (session.go), the two deduplications (op_dedup.go), top-N
+// (op_topn.go) and user processors (op_process.go). Each has its own state folder, conf entry and progress
 // entry. The first operator drops rows older than the batch's watermark;
 // the ones after it drop rows older than the previous batch's (Spark 3.4),
 // recorded in offsets/N; all evict by the batch's. Output modes are checked
@@ -73,9 +86,21 @@
 //	commits/<N>                    batch N is done
 //	progress/<N>                   the batch's Progress record
 //	state/<operator>/<partition>/  statestore files (<store>/ below it for
-//	                               an operator with several named stores)
+//	                               an operator with several named stores: a
+//	                               join's left/, right/, table/; a processor's
+//	                               states and timers, docs/format/processor.md)
 //	sources/<i>/                   the source's own log, if it keeps one
 //	.lock                          local checkpoints only: the driver lock
+//
+// # User processors
+//
+// GroupBy(keys…).Process(p) runs Go code (a Processor) once per key per
+// batch with typed state (ValueState, ListState, MapState; TTL on the
+// batch timestamp) and durable timers (event time: the watermark;
+// processing time: the batch timestamp of offsets/N, which also makes the
+// planner run a batch without input). Processor's doc states the
+// determinism rule; package processortest checks it. Side effects leave as
+// intent rows for package outbox.
 //
 // # Lifecycle
 //

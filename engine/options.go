@@ -139,7 +139,9 @@ func WithOutputMode(m OutputMode) Option { return func(c *config) { c.mode = m }
 func WithStatePartitions(p int) Option { return func(c *config) { c.partitions = p } }
 
 // WithMinBatchesToRetain sets how many batches of logs, progress and state
-// versions are kept for recovery and inspection. Default 100.
+// versions are kept for recovery and inspection, at least: older ones are
+// purged in steps of a tenth of n batches (so up to n + n/10 - 1 are on
+// disk between two steps). Default 100.
 func WithMinBatchesToRetain(n int) Option { return func(c *config) { c.minBatchesToRetain = n } }
 
 // WithSnapshotEvery sets K, the fewest state versions between two full

@@ -28,6 +28,10 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 	if r.ex.evicts() && r.lastPlan != nil && r.watermark > r.lastPlan.WatermarkMs {
 		anyNew = true
 	}
+	// A processing-time timer due at the batch timestamp is work too.
+	if r.ex.timerDue(e.TimestampMs) {
+		anyNew = true
+	}
 	// Operators after the first drop rows late by the previous batch's
 	// watermark (Spark 3.4): a window the first closes in this batch is
 	// not late for the next. Recorded, so a re-run uses the same.
@@ -50,7 +54,7 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 			return nil, false, fmt.Errorf("engine: source %d (%s): latest offset: %w", i, r.descs[i], err)
 		}
 		end = compact(end)
-		if !bytes.Equal(end, startOff) {
+		if !bytes.Equal(end, startOff) && !isPassive(src) {
 			anyNew = true
 		}
 		e.Sources = append(e.Sources, SourceOffset{Description: r.descs[i], Start: startOff, End: end})
@@ -112,4 +116,12 @@ func (r *run) writeAhead(ctx context.Context, plan *OffsetsEntry) error {
 	}
 	fault.Point(fault.EngineAfterWAL)
 	return nil
+}
+
+// isPassive reports whether a new end offset of src is no reason for a
+// batch (a static table's version: a batch joins the newest when it runs
+// for its stream's sake).
+func isPassive(src Source) bool {
+	p, ok := src.(interface{ passive() bool })
+	return ok && p.passive()
 }

@@ -89,7 +89,32 @@ func readmeEventTime(src engine.Source, cp storage.Store, out, lateSink engine.S
 	return q, err
 }
 
+// readmeJoins is "Joins".
+func readmeJoins(bidSrc, auctionSrc, profileSrc, paymentSrc engine.Source) (*engine.Stream, *engine.Stream) {
+	bids := engine.ReadStream(bidSrc).WithWatermark("bid_ts", 10*time.Second)
+	matched := engine.ReadStream(auctionSrc).WithWatermark("ts", 10*time.Second).
+		Join(bids, engine.LeftOuter, engine.On("id", "auction"),
+			engine.Within("ts", "bid_ts", 0, 10*time.Minute)). // bid_ts in [ts, ts+10m]
+		ID("auction-bids")
+	profiles := engine.ChangelogTable(engine.ReadStream(profileSrc), "customer_id").
+		DeleteWhen(batch.IsNull(batch.Col("segment"))) // a tombstone
+	enriched := engine.ReadStream(paymentSrc).
+		JoinTable(profiles, engine.LeftOuter, engine.On("customer_id", "customer_id")).ID("profiles")
+	return matched, enriched
+}
+
+// readmeProcess is "Processors".
+func readmeProcess(payments engine.Source, rule engine.Processor) *engine.Stream {
+	stream := engine.ReadStream(payments).
+		WithWatermark("ts", time.Minute).
+		GroupBy("card_id").ID("cardblock").
+		Process(rule) // an engine.Processor: Init, Handle, OnTimer
+	return stream
+}
+
 var (
+	_ = readmeJoins
+	_ = readmeProcess
 	_ = readmeQuery
 	_ = readmeColumns
 	_ = readmeEventTime

@@ -47,7 +47,11 @@ func checkRestart(old, cur Conf) error {
 		if prev.KeySchema != o.KeySchema {
 			diffs = append(diffs, fmt.Sprintf("operator %q grouping key changed from %s to %s (not allowed)", o.ID, prev.KeySchema, o.KeySchema))
 		}
-		if prev.StateSchema != o.StateSchema {
+		if prev.Kind == "process" && o.Kind == "process" {
+			if err := processorStateCompatible(prev.StateSchema, o.StateSchema); err != nil {
+				diffs = append(diffs, fmt.Sprintf("operator %q: %v", o.ID, err))
+			}
+		} else if prev.StateSchema != o.StateSchema {
 			diffs = append(diffs, fmt.Sprintf("operator %q state schema changed from %s to %s (not allowed)", o.ID, prev.StateSchema, o.StateSchema))
 		}
 	}

@@ -7,12 +7,31 @@ import (
 	"github.com/onceflow/onceflow/internal/fault"
 )
 
-// purge deletes logs and state older than the retention.
+// purge deletes logs and state older than the retention, in steps of a
+// tenth of it (purgeStep): with the default retention of 100 batches the
+// three logs and the state folders are listed, and the directories synced
+// after the deletes, once every 10 batches instead of after every batch,
+// and each step deletes 10 entries of each log at once. The retention is a
+// minimum: keeping up to a step more batches changes no recovery, which
+// reads only the newest entries; a run that stops between steps leaves
+// them to the next run's first purge.
 func (r *run) purge(ctx context.Context, committed int64) error {
 	before := committed - int64(r.cfg.minBatchesToRetain) + 1
-	if before <= 0 {
+	if before <= 0 || before < r.purgedBefore+purgeStep(r.cfg.minBatchesToRetain) {
 		return nil
 	}
+	if err := r.purgeBefore(ctx, committed, before); err != nil {
+		return err
+	}
+	r.purgedBefore = before
+	return nil
+}
+
+// purgeStep is how many batches apart purge runs: a tenth of the
+// retention, at least 1.
+func purgeStep(retain int) int64 { return int64(max(1, retain/10)) }
+
+func (r *run) purgeBefore(ctx context.Context, committed, before int64) error {
 	fault.Point(fault.EngineDuringPurge)
 	// Commits before offsets: a commit is never left without its plan.
 	if _, err := r.cp.commits.Purge(ctx, before); err != nil {

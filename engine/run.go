@@ -31,6 +31,9 @@ type run struct {
 	lastPlan  *OffsetsEntry
 	watermark int64   // in force for the next batch (ms, 0 none)
 	eventMax  []int64 // per source, newest event time committed (ms)
+	// purgedBefore: everything before this batch was purged by this run
+	// (0: nothing yet); see purge.
+	purgedBefore int64
 }
 
 // Run runs the query until its trigger says to stop (Once, AvailableNow),

@@ -29,6 +29,8 @@ const (
 	stepWithColumn
 	stepDrop
 	stepTop
+	stepJoin
+	stepProcess
 )
 
 type step struct {
@@ -40,6 +42,8 @@ type step struct {
 	wm    *watermarkStep
 	name  string   // stepBatchID, stepWithColumn: the column
 	names []string // stepDrop: the columns
+	join  *joinStep
+	proc  *processStep
 }
 
 // opID is the id of a stateful step's operator.
@@ -49,6 +53,11 @@ func (st step) opID() string {
 		return st.agg.id
 	case st.top != nil:
 		return st.top.id
+	case st.proc != nil:
+		return st.proc.id
+	}
+	if st.join != nil {
+		return st.join.id
 	}
 	return ""
 }
@@ -285,8 +294,12 @@ func (st step) describe() string {
 		return fmt.Sprintf("withColumn(%s, %s)", st.name, st.pred)
 	case stepDrop:
 		return fmt.Sprintf("drop(%s)", strings.Join(st.names, ", "))
+	case stepJoin:
+		return describeJoin(st.join)
 	case stepTop:
 		return fmt.Sprintf("top[%s](%d by %s %s per %s)", st.top.id, st.top.n, st.top.by, st.top.order, strings.Join(st.top.keys, ", "))
+	case stepProcess:
+		return fmt.Sprintf("process[%s](%s)", st.proc.id, strings.Join(st.proc.keys, ", "))
 	}
 	return fmt.Sprintf("step(%d)", st.kind)
 }

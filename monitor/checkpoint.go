@@ -83,6 +83,9 @@ func (c *checkpointPage) page(ctx context.Context) (pageDoc, error) {
 		if errors.Is(err, offsetlog.ErrNotFound) {
 			continue // purged by the retention since the listing
 		}
+		if errors.Is(err, offsetlog.ErrCorrupt) {
+			continue // written without fsync and torn by a machine crash
+		}
 		if err != nil {
 			return pageDoc{}, err
 		}

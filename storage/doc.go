@@ -26,7 +26,9 @@
 //     the caller whose bytes are stored: callers that must know compare the
 //     stored bytes with their own, as offsetlog.Log.Add does.
 //   - Durability: once PutIfAbsent, Put or Delete returns nil, the change
-//     survives a crash of the process or the machine.
+//     survives a crash of the process or the machine. The one exception is
+//     the optional VolatilePutter (PutVolatile, Local has it): atomic for
+//     readers, not durable, for objects no recovery reads.
 //   - A missing object is an error wrapping ErrNotExist from Get; a missing
 //     name given to Delete is not an error.
 //   - No error message contains a credential; URL returns the location

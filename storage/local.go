@@ -169,6 +169,11 @@ func (l *Local) forgetDir(dir string) {
 
 // writeTemp writes data to a fresh temporary file beside final and syncs it.
 func (l *Local) writeTemp(final string, data []byte) (string, error) {
+	return l.writeTempSync(final, data, l.sync)
+}
+
+// writeTempSync is writeTemp, syncing the file only when sync is set.
+func (l *Local) writeTempSync(final string, data []byte, sync bool) (string, error) {
 	dir := filepath.Dir(final)
 	if err := l.ensureDir(dir); err != nil {
 		return "", err
@@ -187,7 +192,7 @@ func (l *Local) writeTemp(final string, data []byte) (string, error) {
 		return "", fmt.Errorf("storage: create %s: %w", tmp, err)
 	}
 	_, werr := f.Write(data)
-	if werr == nil && l.sync {
+	if werr == nil && sync {
 		werr = f.Sync()
 	}
 	cerr := f.Close()
@@ -259,6 +264,29 @@ func (l *Local) Put(ctx context.Context, name string, data []byte) error {
 		return fmt.Errorf("storage: rename %s: %w", p, err)
 	}
 	return l.syncDir(filepath.Dir(p))
+}
+
+// PutVolatile implements VolatilePutter: Put's temporary file and
+// rename(2), without the fsync of the file or of the directory. Readers
+// see the old object or the whole new one while the machine runs; after a
+// crash the object may be the old one, missing, empty or cut short.
+func (l *Local) PutVolatile(ctx context.Context, name string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := l.path(name)
+	if err != nil {
+		return err
+	}
+	tmp, err := l.writeTempSync(p, data, false)
+	if err != nil {
+		return err
+	}
+	if err := l.fs.Rename(tmp, p); err != nil {
+		_ = l.fs.Remove(tmp)
+		return fmt.Errorf("storage: rename %s: %w", p, err)
+	}
+	return nil
 }
 
 // Get implements Store.

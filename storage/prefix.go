@@ -39,6 +39,14 @@ func (p *prefixed) Put(ctx context.Context, name string, data []byte) error {
 	return p.base.Put(ctx, p.prefix+name, data)
 }
 
+// PutVolatile forwards to the base's PutVolatile (Put when it has none).
+func (p *prefixed) PutVolatile(ctx context.Context, name string, data []byte) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	return PutVolatile(ctx, p.base, p.prefix+name, data)
+}
+
 func (p *prefixed) Get(ctx context.Context, name string) ([]byte, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err

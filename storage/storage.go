@@ -42,6 +42,25 @@ type Store interface {
 	Close() error
 }
 
+// VolatilePutter is an optional capability of a Store, for objects no
+// recovery reads (the engine's progress reports): PutVolatile creates or
+// replaces name with data atomically for readers while the machine runs,
+// but does not wait for it to be durable, so after a crash the object may
+// be the old one, missing, or (on a local disk) empty or cut short. A
+// reader of such objects must treat an unreadable one as absent.
+type VolatilePutter interface {
+	PutVolatile(ctx context.Context, name string, data []byte) error
+}
+
+// PutVolatile writes name with s's PutVolatile when s has one, else with
+// Put (durable, which is more than asked).
+func PutVolatile(ctx context.Context, s Store, name string, data []byte) error {
+	if v, ok := s.(VolatilePutter); ok {
+		return v.PutVolatile(ctx, name, data)
+	}
+	return s.Put(ctx, name, data)
+}
+
 // ObjectInfo describes one listed object.
 type ObjectInfo struct {
 	Name    string // relative to the store root

@@ -141,7 +141,7 @@ func progArgs(cp, out string, extra ...string) []string {
 func TestCrashAtEveryFaultPoint(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless", "windowed", "sliding", "sessions", "chain"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sliding", "sessions", "chain", "join", "tablejoin", "process"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
 			switch mode {
@@ -151,10 +151,16 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 				extra = []string{"-windowed"}
 			case "sessions":
 				extra = []string{"-sessions"}
+			case "join":
+				extra = []string{"-join"}
+			case "tablejoin":
+				extra = []string{"-tablejoin"}
 			case "chain":
 				extra = []string{"-chain"}
 			case "sliding":
 				extra = []string{"-sliding"}
+			case "process":
+				extra = []string{"-process"}
 			}
 			refOut := t.TempDir()
 			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}

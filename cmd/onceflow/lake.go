@@ -10,15 +10,18 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/filesink"
+	"github.com/onceflow/onceflow/iceberg"
 )
 
-// lakeCommand inspects a table written by the files sink: its committed
-// files, its rows, and the unlisted files Vacuum would delete.
+// lakeCommand inspects a table written by the files sink (a directory or
+// s3:// location) or an Iceberg table (iceberg:CATALOG#TABLE): its
+// committed files, its rows, the unlisted files Vacuum would delete; and
+// for Iceberg its snapshots, compaction and expiry.
 func lakeCommand() *command {
-	return &command{name: "lake", summary: "look at a table written by the files sink", subs: []*command{
+	return &command{name: "lake", summary: "look at a table written by the files sink or an Iceberg table", subs: []*command{
 		{
 			name: "files", args: outputArgs + " DIR", nargs: 1,
-			summary: "list a file-sink table's committed files",
+			summary: "list a table's committed files (DIR, or iceberg:CATALOG#TABLE)",
 			setup: func(fs *flag.FlagSet) action {
 				out := outputFlag(fs, formatTable, formatJSONL)
 				return func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -28,7 +31,7 @@ func lakeCommand() *command {
 		},
 		{
 			name: "query", args: outputArgs + " [--limit N] DIR", nargs: 1,
-			summary: "print a file-sink table's rows (default -o jsonl)",
+			summary: "print a table's rows (default -o jsonl; DIR or iceberg:CATALOG#TABLE)",
 			setup: func(fs *flag.FlagSet) action {
 				out := outputFlag(fs, formatJSONL, "")
 				limit := fs.Int64("limit", 0, "print at most N rows (0: all)")
@@ -49,10 +52,53 @@ func lakeCommand() *command {
 				}
 			},
 		},
+		{
+			name: "snapshots", args: outputArgs + " iceberg:CATALOG#TABLE", nargs: 1,
+			summary: "list an Iceberg table's snapshots with their onceflow query and batch",
+			setup: func(fs *flag.FlagSet) action {
+				out := outputFlag(fs, formatTable, "")
+				return func(ctx context.Context, args []string, stdout io.Writer) error {
+					if !isIceberg(args[0]) {
+						return fmt.Errorf("%w: lake snapshots works on Iceberg tables (iceberg:CATALOG#TABLE)", errUsage)
+					}
+					return icebergSnapshots(ctx, args[0], *out, stdout)
+				}
+			},
+		},
+		{
+			name: "compact", args: outputArgs + " [--target-size BYTES] [--min-files N] iceberg:CATALOG#TABLE", nargs: 1,
+			summary: "rewrite an Iceberg table's small data files (safe next to a running query)",
+			setup: func(fs *flag.FlagSet) action {
+				out := outputFlag(fs, formatTable, "")
+				target := fs.Int64("target-size", 128<<20, "target data file size in bytes")
+				minFiles := fs.Uint("min-files", 5, "compact a partition only when it has at least this many small files")
+				return func(ctx context.Context, args []string, stdout io.Writer) error {
+					return icebergCompact(ctx, args[0], *target, *minFiles, *out, stdout)
+				}
+			},
+		},
+		{
+			name: "expire", args: outputArgs + " [--older-than D] [--retain-last N] [--orphans-older-than D] [--dry-run] iceberg:CATALOG#TABLE", nargs: 1,
+			summary: "expire an Iceberg table's old snapshots and delete orphan files (safe next to a running query)",
+			setup: func(fs *flag.FlagSet) action {
+				out := outputFlag(fs, formatTable, "")
+				olderThan := fs.Duration("older-than", 7*24*time.Hour, "expire snapshots older than this")
+				retain := fs.Int("retain-last", 1, "always keep this many newest snapshots")
+				orphans := fs.Duration("orphans-older-than", time.Hour, "delete unreferenced files older than this (negative: skip)")
+				dry := fs.Bool("dry-run", false, "list the orphan files without deleting anything (snapshots are not expired)")
+				return func(ctx context.Context, args []string, stdout io.Writer) error {
+					return icebergExpire(ctx, args[0], iceberg.ExpireOptions{OlderThan: *olderThan, RetainLast: *retain,
+						OrphansOlderThan: *orphans, DryRun: *dry}, *out, stdout)
+				}
+			},
+		},
 	}}
 }
 
 func lakeFiles(ctx context.Context, loc string, out format, stdout io.Writer) error {
+	if isIceberg(loc) {
+		return icebergFiles(ctx, loc, out, stdout)
+	}
 	table, err := openExisting(ctx, loc)
 	if err != nil {
 		return err
@@ -85,6 +131,9 @@ func lakeFiles(ctx context.Context, loc string, out format, stdout io.Writer) er
 }
 
 func lakeQuery(ctx context.Context, loc string, limit int64, out format, stdout io.Writer) error {
+	if isIceberg(loc) {
+		return icebergQuery(ctx, loc, limit, out, stdout)
+	}
 	table, err := openExisting(ctx, loc)
 	if err != nil {
 		return err

@@ -64,6 +64,7 @@ func commands() *command {
 		lakeCommand(),
 		auditCommand(),
 		fenceCommand(),
+		outboxCommand(),
 		{name: "dev", summary: "tools for development", subs: []*command{kafka}},
 		versionCommand(),
 		// Old names, kept for scripts.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/offsetlog"
 )
 
 func progressCommand() *command {
@@ -52,6 +54,11 @@ func readProgress(ctx context.Context, loc string, n int) ([]engine.Progress, er
 	for _, id := range ids {
 		var p engine.Progress
 		if err := cp.Progress(ctx, id, &p); err != nil {
+			if errors.Is(err, offsetlog.ErrCorrupt) {
+				// Written without fsync (no recovery reads it) and torn
+				// by a crash: the batch itself is committed or re-run.
+				continue
+			}
 			return nil, err
 		}
 		recs = append(recs, p)

@@ -94,6 +94,22 @@ const (
 	// returned.
 	PGAfterCommit = "pg-after-commit"
 
+	// Package iceberg (module github.com/onceflow/onceflow/iceberg): AddBatch
+	// of batch N as one Iceberg snapshot.
+
+	// IcebergSinkAfterDataFiles: batch N's Parquet data files are written
+	// under the table's data/ with names carrying the batch's write id; no
+	// manifest lists them, so they are orphans until a replay commits them.
+	IcebergSinkAfterDataFiles = "iceberg-sink-after-data-files"
+	// IcebergSinkAfterMetadata: the manifests and the manifest list of
+	// batch N's snapshot are written; the catalog still points at the
+	// previous metadata, so the snapshot does not exist for readers.
+	IcebergSinkAfterMetadata = "iceberg-sink-after-metadata"
+	// IcebergSinkAfterCommit: the catalog points at the metadata holding
+	// batch N's snapshot (with onceflow.batch-id = N); AddBatch has not
+	// returned.
+	IcebergSinkAfterCommit = "iceberg-sink-after-commit"
+
 	// Program tests/chaos/chaosprog: its foreachBatch JSON-lines sink.
 
 	// LinesMidRows: half the batch's rows are appended and synced, the
@@ -136,6 +152,11 @@ func PostgresPoints() []string {
 	return []string{PGBeforeBegin, PGAfterProgress, PGAfterRows, PGAfterCommit}
 }
 
+// IcebergSinkPoints returns the Iceberg sink's points in protocol order.
+func IcebergSinkPoints() []string {
+	return []string{IcebergSinkAfterDataFiles, IcebergSinkAfterMetadata, IcebergSinkAfterCommit}
+}
+
 // LinesPoints returns the chaos program's JSON-lines sink's points.
 func LinesPoints() []string {
 	return []string{LinesMidRows, LinesAfterMarker}
@@ -145,7 +166,7 @@ func LinesPoints() []string {
 func All() []string {
 	var all []string
 	for _, g := range [][]string{EnginePoints(), FilesSourcePoints(), KafkaDeadLetterPoints(),
-		FileSinkPoints(), KafkaSinkPoints(), PostgresPoints(), LinesPoints()} {
+		FileSinkPoints(), KafkaSinkPoints(), PostgresPoints(), IcebergSinkPoints(), LinesPoints()} {
 		all = append(all, g...)
 	}
 	return all

@@ -123,6 +123,8 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 					}
 					if kind.chunked {
 						gbForceLarge(g, 700) // chunked from 700 groups on, pipelined probes
+					} else {
+						gbForceDirect(g) // probes one row at a time
 					}
 				}
 				if err := g.Merge(rec); err != nil {

@@ -201,6 +201,18 @@ func gbForceLarge(g *GroupBy, n int) {
 	case *bytesKeys:
 		k.pipelined = true
 	}
+	forceVecs(g, n)
+}
+
+// gbForceDirect makes g probe fixed-width keys one row at a time, without
+// the pipeline, whatever the table size and architecture.
+func gbForceDirect(g *GroupBy) {
+	if k, ok := g.keys.(*u64Keys); ok {
+		k.direct = true
+	}
+}
+
+func forceVecs(g *GroupBy, n int) {
 	for _, acc := range g.accs {
 		switch a := acc.(type) {
 		case *countAcc:

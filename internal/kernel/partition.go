@@ -25,6 +25,12 @@ func PartitionOf(h uint64, n int) int { return int(h % uint64(n)) }
 // When every row falls in one partition, that partition is rec itself,
 // retained. The caller releases the records.
 func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int) ([]arrow.RecordBatch, error) {
+	return partition(mem, rec, keyCols, n, true)
+}
+
+// partition is Partition; scatter false makes every column take the
+// gather path (tests compare the two).
+func partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int, scatter bool) ([]arrow.RecordBatch, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: partition: %d partitions", batch.ErrAggSchema, n)
 	}
@@ -50,12 +56,7 @@ func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int
 	// Counting sort of the row indices by partition, stable.
 	start := make([]int32, n+1)
 	part := make([]int32, rows)
-	un := uint64(n)
-	for i, x := range h {
-		p := int32(x % un)
-		part[i] = p
-		start[p+1]++
-	}
+	partitionNumbers(h, n, part, start[1:])
 	for p := range n {
 		if int(start[p+1]) == rows {
 			rec.Retain()
@@ -64,40 +65,137 @@ func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int
 		}
 		start[p+1] += start[p]
 	}
-	idx := make([]int32, rows)
-	pos := make([]int32, n)
-	copy(pos, start[:n])
-	for i, p := range part {
-		idx[pos[p]] = int32(i)
-		pos[p]++
-	}
-	for p := range n {
-		sel := idx[start[p]:start[p+1]]
-		if len(sel) == 0 {
-			continue
+	// cols[p][ci] is column ci of partition p. A null-free fixed-width
+	// column is scattered: one sequential pass over it writes each row to
+	// its partition's array. Any other column is gathered per partition
+	// through the row indices, which reads the column once per partition.
+	cols := make([][]arrow.Array, n)
+	for p := range cols {
+		if start[p+1] > start[p] {
+			cols[p] = make([]arrow.Array, rec.NumCols())
 		}
-		cols := make([]arrow.Array, rec.NumCols())
-		for ci := range cols {
-			c, err := partGather(mem, rec.Column(ci), sel)
-			if err != nil {
-				for _, c := range cols[:ci] {
+	}
+	release := func() {
+		for _, pc := range cols {
+			for _, c := range pc {
+				if c != nil {
 					c.Release()
 				}
-				for _, r := range out {
-					if r != nil {
-						r.Release()
-					}
-				}
+			}
+		}
+	}
+	var idx []int32
+	for ci := range int(rec.NumCols()) {
+		c := rec.Column(ci)
+		if scatter && partScatter(mem, c, part, start, cols, ci) {
+			continue
+		}
+		if idx == nil {
+			idx = make([]int32, rows)
+			pos := make([]int32, n)
+			copy(pos, start[:n])
+			for i, p := range part {
+				idx[pos[p]] = int32(i)
+				pos[p]++
+			}
+		}
+		for p := range n {
+			sel := idx[start[p]:start[p+1]]
+			if len(sel) == 0 {
+				continue
+			}
+			g, err := partGather(mem, c, sel)
+			if err != nil {
+				release()
 				return nil, fmt.Errorf("partition: column %q: %w", rec.ColumnName(ci), err)
 			}
-			cols[ci] = c
+			cols[p][ci] = g
 		}
-		out[p] = array.NewRecordBatch(rec.Schema(), cols, int64(len(sel)))
-		for _, c := range cols {
+	}
+	for p, pc := range cols {
+		if pc == nil {
+			continue
+		}
+		out[p] = array.NewRecordBatch(rec.Schema(), pc, int64(start[p+1]-start[p]))
+		for _, c := range pc {
 			c.Release()
 		}
 	}
 	return out, nil
+}
+
+// partitionNumbers writes PartitionOf(h[i], n) to part[i] and counts the
+// rows of each partition into count. A power-of-two n takes a mask, which
+// gives the same numbers as the modulo without a 64-bit division a row.
+func partitionNumbers(h []uint64, n int, part, count []int32) {
+	if n&(n-1) == 0 {
+		mask := uint64(n - 1)
+		for i, x := range h {
+			p := int32(x & mask)
+			part[i] = p
+			count[p]++
+		}
+		return
+	}
+	un := uint64(n)
+	for i, x := range h {
+		p := int32(x % un)
+		part[i] = p
+		count[p]++
+	}
+}
+
+// partScatter writes column ci of every partition (cols[p][ci], for the
+// partitions with rows) in one pass over c, when c is fixed-width (not
+// boolean) and has no nulls; otherwise it returns false and does nothing.
+// start[p] is the first row of partition p in the stable order.
+func partScatter(mem memory.Allocator, c arrow.Array, part, start []int32, cols [][]arrow.Array, ci int) bool {
+	if c.NullN() != 0 || c.DataType().ID() == arrow.BOOL {
+		return false
+	}
+	switch keyTypeWidth(c.DataType()) {
+	case 1:
+		partScatterFixed[uint8](mem, c, part, start, cols, ci)
+	case 2:
+		partScatterFixed[uint16](mem, c, part, start, cols, ci)
+	case 4:
+		partScatterFixed[uint32](mem, c, part, start, cols, ci)
+	case 8:
+		partScatterFixed[uint64](mem, c, part, start, cols, ci)
+	case 16:
+		partScatterFixed[aggPair](mem, c, part, start, cols, ci)
+	default:
+		return false
+	}
+	return true
+}
+
+func partScatterFixed[T any](mem memory.Allocator, c arrow.Array, part, start []int32, cols [][]arrow.Array, ci int) {
+	vals := gbValues[T](c)
+	n := len(start) - 1
+	var zero T
+	outs := make([][]T, n)
+	bufs := make([]*memory.Buffer, n)
+	for p := range n {
+		cnt := int(start[p+1] - start[p])
+		if cnt == 0 {
+			continue
+		}
+		vb := memory.NewResizableBuffer(mem)
+		vb.Resize(cnt * int(unsafe.Sizeof(zero)))
+		bufs[p] = vb
+		outs[p] = unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(vb.Bytes()))), cnt)
+	}
+	pos := make([]int32, n)
+	for i, p := range part {
+		outs[p][pos[p]] = vals[i]
+		pos[p]++
+	}
+	for p, vb := range bufs {
+		if vb != nil {
+			cols[p][ci] = aggFinish(c.DataType(), int(pos[p]), []*memory.Buffer{nil, vb}, 0)
+		}
+	}
 }
 
 // partGather returns the rows sel of c, in order.

@@ -259,6 +259,12 @@ func (w *rowWriter) decode(r *kgo.Record) (string, string, bool) {
 			return "", "value is not valid UTF-8", false
 		}
 	case decodeJSON:
+		if r.Value == nil && w.c.tombstones {
+			for i := range w.vals {
+				w.vals[i] = jsonVal{null: true}
+			}
+			return "", "", true
+		}
 		return decodeJSONValue(r.Value, w.fields, w.index, w.vals, w.raws)
 	}
 	return "", "", true

@@ -80,6 +80,7 @@ type config struct {
 	extra          []kgo.Opt
 	decoder        decoderKind
 	jsonSchema     *arrow.Schema
+	tombstones     bool
 	deadTopic      string
 	deadProgress   string
 	deadTxnID      string
@@ -219,6 +220,16 @@ func WithValueString() Option {
 // schema does not name are ignored. Default: WithValueRaw.
 func WithValueJSON(schema *arrow.Schema) Option {
 	return func(c *config) { c.decoder, c.jsonSchema = decodeJSON, schema }
+}
+
+// WithTombstones makes a record whose value is null (a tombstone of a
+// compacted topic) decode, under WithValueJSON, as a row whose value fields
+// are all null, instead of failing: the way to read a compacted topic as a
+// changelog (engine.ChangelogTable with DeleteWhen on a value field that a
+// live value always holds). Every field of the schema must then be
+// nullable. Default: a null value does not decode.
+func WithTombstones() Option {
+	return func(c *config) { c.tombstones = true }
 }
 
 // WithDeadLetterTopic sends values that do not decode to this topic, which
@@ -378,6 +389,9 @@ func (c *config) validate() error {
 			for _, f := range c.jsonSchema.Fields() {
 				if !jsonTypeSupported(f.Type) {
 					problems = append(problems, fmt.Sprintf("WithValueJSON field %q: type %s not supported", f.Name, f.Type))
+				}
+				if c.tombstones && !f.Nullable {
+					problems = append(problems, fmt.Sprintf("WithTombstones: WithValueJSON field %q must be nullable (a tombstone's fields are null)", f.Name))
 				}
 				if isMetaColumn(f.Name) {
 					problems = append(problems, fmt.Sprintf("WithValueJSON field %q collides with a metadata column", f.Name))

@@ -572,3 +572,34 @@ func TestNewValidates(t *testing.T) {
 		})
 	}
 }
+
+// TestTombstones reads a compacted topic's tombstone (a null value) under
+// WithValueJSON: a row of nulls with WithTombstones, a decode failure
+// without; WithTombstones needs nullable fields.
+func TestTombstones(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"profiles": 1})
+	produce(t, c,
+		rec("profiles", 0, "u-1", `{"segment":"retail"}`),
+		&kgo.Record{Topic: "profiles", Partition: 0, Key: []byte("u-1")}, // a tombstone
+	)
+	schema := arrow.NewSchema([]arrow.Field{{Name: "segment", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	start, end := json.RawMessage(`{"profiles":{"0":0}}`), json.RawMessage(`{"profiles":{"0":2}}`)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src := newSource(t, c, mem, kafka.WithTopics("profiles"), kafka.WithValueJSON(schema), kafka.WithTombstones())
+	rows, err := readRows(t, src, start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(rows); !reflect.DeepEqual(got, []string{"retail", "(null)"}) || rows[1].Key != "u-1" {
+		t.Fatalf("rows %+v", rows)
+	}
+	strict := newSource(t, c, mem, kafka.WithTopics("profiles"), kafka.WithValueJSON(schema))
+	if _, err := readRows(t, strict, start, end); err == nil || !strings.Contains(err.Error(), "value is null") {
+		t.Fatalf("without WithTombstones: %v", err)
+	}
+	notNull := arrow.NewSchema([]arrow.Field{{Name: "segment", Type: arrow.BinaryTypes.String}}, nil)
+	if _, err := kafka.New(kafka.WithBrokers(c.Addrs()...), kafka.WithTopics("profiles"), kafka.WithValueJSON(notNull), kafka.WithTombstones()); err == nil || !strings.Contains(err.Error(), "must be nullable") {
+		t.Fatalf("a non-nullable field with WithTombstones: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -33,6 +34,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/statestore/pebblestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -68,7 +70,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 1, "time the kernel and each reference query this many times and report the run of median CPU time (the engine runs once)")
 	fs.BoolVar(&c.denseIDs, "dense-ids", false, "kernel and agg-int64: merchant ids 0..merchants-1 instead of ids scattered over the int64 range")
 	threads := fs.String("duckdb-threads", "1,2", "DuckDB thread counts to run each reference with")
-	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg,kernel,agg-int64", "workloads to run")
+	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg,kernel,agg-int64,agg-int64-pebble", "workloads to run")
 	fs.StringVar(&c.dir, "dir", "", "parent directory of the checkpoints (default: a temporary directory)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each engine (or kernel) run to PREFIX-<query>.pprof")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each workload in its own process, so peak memory is its own")
@@ -568,8 +570,17 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 	sink := w.sink(c)
 	var batchMs, commitMs []int64
 	var inRows int64
-	q, err := engine.NewQuery(w.stream(src),
-		engine.WithName("bench-"+w.name),
+	var extra []engine.Option
+	if w.pebble {
+		b, err := pebblestore.NewBackend(pebblestore.BackendOptions{Dir: filepath.Join(dir, "pebble"), CacheSize: 64 << 20})
+		if err != nil {
+			return nil, err
+		}
+		defer b.Close()
+		extra = append(extra, engine.WithStateStore(b))
+	}
+	q, err := engine.NewQuery(w.stream(src), append([]engine.Option{
+		engine.WithName("bench-" + w.name),
 		engine.WithCheckpoint(store),
 		engine.WithSink(sink),
 		engine.WithTrigger(engine.AvailableNow()),
@@ -581,7 +592,7 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 				commitMs = append(commitMs, v)
 			}
 			inRows += p.NumInputRows
-		}))
+		})}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,9 @@ type workload struct {
 	// kernel, if set, replaces the engine run: the onceflow figures are of
 	// this call over the preloaded input records (timed as goRef is).
 	kernel refFunc
+	// pebble runs the engine with its state on the pebble backend
+	// (statestore/pebblestore) instead of in memory.
+	pebble bool
 }
 
 // refFunc computes a workload's answer over records in memory and returns
@@ -190,6 +193,20 @@ GROUP BY ws`
 			sql:   intTotalsSQL,
 			scan:  func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },
 			goRef: goMapInt64Totals,
+		},
+		{
+			name:  "agg-int64-pebble",
+			what:  "agg-int64 with the state on the pebble backend (statestore/pebblestore) instead of in memory",
+			input: intPayments,
+			stream: func(src engine.Source) *engine.Stream {
+				return engine.ReadStream(src).GroupBy("k").ID("settlement-int64").Agg(kernelAggs()...)
+			},
+			mode:   engine.Update,
+			sink:   func(*config) resultSink { return newTotalsSink("k", "total_cents", "payments") },
+			sql:    intTotalsSQL,
+			scan:   func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },
+			goRef:  goMapInt64Totals,
+			pebble: true,
 		},
 	}
 }

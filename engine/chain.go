@@ -63,7 +63,8 @@ type chainOp struct {
 	evIn  eventTimeCol // the event time of input 0, for the late filter
 	specs []storeSpec
 	parts []opPartition
-	st    [][]*statestore.Store // per partition, per spec
+	st    [][]stateStore // per partition, per spec
+	disk  bool           // st holds DiskStores: partitions hold only the batch's groups
 	// pending holds each partition's input rows of this batch, in order.
 	pending [][]pendingRec
 
@@ -437,12 +438,33 @@ func (c *chainOp) conf() OperatorConf {
 func (ex *executor) openState(ctx context.Context, cfg *config, committed int64) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(2, 2*runtimeProcs()))
+	for i, c := range ex.ops {
+		if cfg.stateBackend == nil {
+			break
+		}
+		mode := Append
+		if i == len(ex.ops)-1 {
+			mode = ex.mode
+		}
+		if err := c.checkDisk(cfg, mode); err != nil {
+			return err
+		}
+	}
 	for _, c := range ex.ops {
-		c.st = make([][]*statestore.Store, len(c.parts))
+		c.st = make([][]stateStore, len(c.parts))
+		c.disk = cfg.stateBackend != nil
 		for p := range c.parts {
-			c.st[p] = make([]*statestore.Store, len(c.specs))
+			c.st[p] = make([]stateStore, len(c.specs))
 			g.Go(func() error {
 				for i, spec := range c.specs {
+					if c.disk {
+						st, err := c.openDisk(ctx, cfg, p, spec, committed)
+						if err != nil {
+							return fmt.Errorf("operator %s partition %d%s: %w", c.op.id(), p, storeLabel(spec), err)
+						}
+						c.st[p][i] = st
+						continue
+					}
 					st, err := statestore.Open(ctx, storage.Sub(cfg.checkpoint, c.storeDir(p, spec)), storeOptions(cfg, spec))
 					if err != nil {
 						return fmt.Errorf("operator %s partition %d%s: %w", c.op.id(), p, storeLabel(spec), err)
@@ -478,7 +500,7 @@ func storeLabel(s storeSpec) string {
 }
 
 // stores calls f for every open state store.
-func (ex *executor) stores(f func(c *chainOp, p int, spec storeSpec, st *statestore.Store) error) error {
+func (ex *executor) stores(f func(c *chainOp, p int, spec storeSpec, st stateStore) error) error {
 	for _, c := range ex.ops {
 		for p, sts := range c.st {
 			for i, st := range sts {
@@ -727,6 +749,9 @@ func (ex *executor) finishOperator(ctx context.Context, c *chainOp, fc *finishCt
 			pending := c.pending[p]
 			c.pending[p] = pending[:0]
 			var err error
+			if c.disk {
+				err = c.lookup(gctx, p, pending)
+			}
 			for _, pr := range pending {
 				if err == nil {
 					err = part.merge(gctx, pr.side, pr.rec)
@@ -748,6 +773,11 @@ func (ex *executor) finishOperator(ctx context.Context, c *chainOp, fc *finishCt
 				}
 			}
 			part.committed()
+			if c.disk {
+				if err := part.(diskPart).forget(); err != nil {
+					return fmt.Errorf("operator %s partition %d: %w", c.op.id(), p, err)
+				}
+			}
 			c.updated[p], c.removed[p], c.custom[p] = f.updated, f.removed, f.custom
 			c.late.Add(f.late)
 			if f.out != nil && f.out.NumRows() > 0 {
@@ -852,6 +882,7 @@ func (ex *executor) reset() {
 
 func (ex *executor) release() {
 	ex.reset()
+	ex.closeDisk()
 	for _, c := range ex.ops {
 		for _, p := range c.parts {
 			if p != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -73,6 +74,7 @@ type config struct {
 	lateRows           Sink
 	watermarkPolicy    WatermarkPolicy
 	hooks              []Listener
+	stateBackend       statestore.Backend // nil: the in-memory store
 }
 
 // WatermarkPolicy says how the watermarks of several sources combine.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/onceflow/onceflow/internal/fault"
-	"github.com/onceflow/onceflow/statestore"
 )
 
 // purge deletes logs and state older than the retention, in steps of a
@@ -44,7 +43,7 @@ func (r *run) purgeBefore(ctx context.Context, committed, before int64) error {
 	if _, err := r.cp.progress.Purge(ctx, before); err != nil {
 		return fmt.Errorf("engine: purge: %w", err)
 	}
-	return r.ex.stores(func(c *chainOp, p int, spec storeSpec, st *statestore.Store) error {
+	return r.ex.stores(func(c *chainOp, p int, spec storeSpec, st stateStore) error {
 		if err := st.Purge(ctx, committed); err != nil {
 			return fmt.Errorf("engine: purge state of %s partition %d%s: %w", c.op.id(), p, storeLabel(spec), err)
 		}
@@ -64,7 +63,7 @@ func (r *run) maintain(ctx context.Context, committed int64) {
 		defer r.wg.Done()
 		defer r.maint.Store(false)
 		first := true
-		err := r.ex.stores(func(c *chainOp, p int, spec storeSpec, st *statestore.Store) error {
+		err := r.ex.stores(func(c *chainOp, p int, spec storeSpec, st stateStore) error {
 			if err := st.Maintain(ctx, committed); err != nil {
 				return fmt.Errorf("engine: state maintenance of %s partition %d%s at version %d: %w", c.op.id(), p, storeLabel(spec), committed, err)
 			}

@@ -42,7 +42,7 @@ fi
 # The Go modules of the workspace (go.work), each tested on its own: the
 # engine module, then the command line and the plugins whose heavy
 # dependencies stay out of the engine's go.mod. bench comes last.
-MODULES=(. cmd/onceflow sql iceberg)
+MODULES=(. cmd/onceflow sql iceberg statestore/pebblestore)
 
 tags=onceflow_faults
 if [ $# -gt 0 ]; then

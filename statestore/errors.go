@@ -15,6 +15,9 @@ var (
 	// ErrSchemaMismatch is matched (errors.Is) by Open when the folder was
 	// created for other key or value schemas.
 	ErrSchemaMismatch = errors.New("statestore: schema mismatch")
+	// ErrBackendMismatch is matched (errors.Is) by Open when another
+	// backend keeps the folder.
+	ErrBackendMismatch = errors.New("statestore: backend mismatch")
 )
 
 // CorruptionError names a state file that exists but cannot be read back:
@@ -76,3 +79,19 @@ func (e *SchemaMismatchError) Error() string {
 
 // Is makes errors.Is(err, ErrSchemaMismatch) true.
 func (e *SchemaMismatchError) Is(target error) bool { return target == ErrSchemaMismatch }
+
+// BackendMismatchError is returned by Open when the folder is kept by
+// another backend than the one asked for (its backend file).
+type BackendMismatchError struct {
+	Dir  string // store URL of the state folder
+	Have string // backend recorded in the folder
+	Want string // backend the caller asked for
+}
+
+func (e *BackendMismatchError) Error() string {
+	return fmt.Sprintf("statestore: %s is kept by the %s state backend, and this query asks for the %s backend: the %s backend's snapshots are not read by the %s one (the checkpoint is left untouched; run the query with the %s backend, e.g. engine.WithStateStore, or on a new checkpoint)",
+		e.Dir, e.Have, e.Want, e.Have, e.Want, e.Have)
+}
+
+// Is makes errors.Is(err, ErrBackendMismatch) true.
+func (e *BackendMismatchError) Is(target error) bool { return target == ErrBackendMismatch }

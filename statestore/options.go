@@ -60,6 +60,12 @@ type Options struct {
 	// a commit without deletes skips the duplicate-key check, which builds
 	// a map of every changed key. A commit with deletes is always checked.
 	UniqueUpserts bool
+	// Backend names the backend that keeps the folder: BackendMemory (the
+	// default) for this package's Store, another name for a disk-backed
+	// store built on it (statestore/pebblestore). Open refuses a folder
+	// another backend keeps with a *BackendMismatchError, and marks the
+	// folder for a backend other than memory. Default BackendMemory.
+	Backend string
 }
 
 // EnsureDefaults fills the zero fields with their defaults.
@@ -78,6 +84,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
+	}
+	if o.Backend == "" {
+		o.Backend = BackendMemory
 	}
 }
 

@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -96,6 +97,9 @@ func Open(ctx context.Context, st storage.Store, o Options) (*Store, error) {
 	if err := s.checkSchemaFile(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.checkBackend(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -177,9 +181,18 @@ func schemaString(sc *arrow.Schema) string {
 // whose batch is being re-run; nothing checks this, as that would need a
 // listing per commit.
 func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arrow.RecordBatch) error {
+	_, err := s.CommitSum(ctx, version, upserts, deletes)
+	return err
+}
+
+// CommitSum is Commit that also returns the SHA-256 of the delta file it
+// wrote, which identifies this attempt's delta: a disk-backed backend
+// records it beside what it applied, to tell later whether its working
+// copy holds this delta or one a re-run replaced (DeltaSum).
+func (s *Store) CommitSum(ctx context.Context, version int64, upserts, deletes arrow.RecordBatch) (Sum, error) {
 	name := fileName(version, kindDelta)
 	if version < 0 {
-		return fmt.Errorf("statestore: commit version %d: versions start at 0", version)
+		return Sum{}, fmt.Errorf("statestore: commit version %d: versions start at 0", version)
 	}
 	var ups, dels []arrow.RecordBatch
 	defer func() {
@@ -189,7 +202,7 @@ func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arro
 	}()
 	if upserts != nil {
 		if !schemasMatch(s.rowSchema, upserts.Schema()) {
-			return fmt.Errorf("statestore: commit version %d: upserts have schema %s, the store takes %s", version, schemaString(upserts.Schema()), schemaString(s.rowSchema))
+			return Sum{}, fmt.Errorf("statestore: commit version %d: upserts have schema %s, the store takes %s", version, schemaString(upserts.Schema()), schemaString(s.rowSchema))
 		}
 		if upserts.NumRows() > 0 {
 			ups = append(ups, recast(s.rowSchema, upserts))
@@ -197,7 +210,7 @@ func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arro
 	}
 	if deletes != nil {
 		if !schemasMatch(s.keySchema, deletes.Schema()) {
-			return fmt.Errorf("statestore: commit version %d: deletes have schema %s, the store's keys are %s", version, schemaString(deletes.Schema()), schemaString(s.keySchema))
+			return Sum{}, fmt.Errorf("statestore: commit version %d: deletes have schema %s, the store's keys are %s", version, schemaString(deletes.Schema()), schemaString(s.keySchema))
 		}
 		if deletes.NumRows() > 0 {
 			dels = append(dels, recast(s.keySchema, deletes))
@@ -205,18 +218,19 @@ func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arro
 	}
 	if len(dels) > 0 || !s.opts.UniqueUpserts {
 		if err := s.checkUniqueKeys(ups, dels); err != nil {
-			return fmt.Errorf("statestore: commit version %d: %w", version, err)
+			return Sum{}, fmt.Errorf("statestore: commit version %d: %w", version, err)
 		}
 	}
 	data, err := encodeFileTo(s.buffer(), kindDelta, version, []section{{schema: s.rowSchema, recs: ups}, {schema: s.keySchema, recs: dels}}, s.mem)
 	if err != nil {
-		return fmt.Errorf("statestore: commit version %d: %w", version, err)
+		return Sum{}, fmt.Errorf("statestore: commit version %d: %w", version, err)
 	}
 	if err := s.st.Put(ctx, name, data); err != nil {
-		return fmt.Errorf("statestore: commit version %d: write %s: %w", version, name, err)
+		return Sum{}, fmt.Errorf("statestore: commit version %d: write %s: %w", version, name, err)
 	}
+	sum := Sum(sha256.Sum256(data))
 	s.recycle(data)
-	return nil
+	return sum, nil
 }
 
 // checkUniqueKeys fails when a key appears twice among the upserts and

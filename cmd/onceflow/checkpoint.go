@@ -109,10 +109,11 @@ func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointRep
 					if rep.LastCommitted != nil {
 						version = *rep.LastCommitted
 					}
-					_, info, rows, err := openState(ctx, store, op.ID, sn, p, version)
+					_, info, rows, closeState, err := openState(ctx, store, op.ID, sn, p, version)
 					if err != nil {
 						return nil, err
 					}
+					closeState()
 					or.Keys += rows
 					or.StateBytes += info.Bytes
 					or.NewestVersion = max(or.NewestVersion, info.NewestVersion)

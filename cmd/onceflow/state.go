@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,42 +13,79 @@ import (
 	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/statestore"
+	"github.com/onceflow/onceflow/statestore/pebblestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
+// stateReader loads a state folder's versions, whichever backend keeps it.
+type stateReader interface {
+	Load(ctx context.Context, version int64) ([]arrow.RecordBatch, error)
+}
+
 // openState opens one partition's state with the schemas it recorded and
-// counts its rows at version (-1: none).
-func openState(ctx context.Context, cp storage.Store, op, store string, part int, version int64) (*statestore.Store, statestore.Info, int64, error) {
+// counts its rows at version (-1: none). A folder the pebble backend keeps
+// is read through pebblestore, restored into a temporary directory that
+// the returned close removes.
+func openState(ctx context.Context, cp storage.Store, op, store string, part int, version int64) (stateReader, statestore.Info, int64, func(), error) {
 	dir := checkpoint.NewReader(cp).StateStore(op, part, store)
 	var info statestore.Info
+	nop := func() {}
 	label := fmt.Sprintf("state of %s partition %d", op, part)
 	if store != "" {
 		label = fmt.Sprintf("state of %s store %s partition %d", op, store, part)
 	}
 	key, val, err := statestore.ReadSchemas(ctx, dir)
 	if err != nil {
-		return nil, info, 0, fmt.Errorf("%s: %w", label, err)
+		return nil, info, 0, nop, fmt.Errorf("%s: %w", label, err)
 	}
-	st, err := statestore.Open(ctx, dir, statestore.Options{KeySchema: key, ValueSchema: val})
+	backend, err := statestore.ReadBackend(ctx, dir)
 	if err != nil {
-		return nil, info, 0, fmt.Errorf("%s: %w", label, err)
+		return nil, info, 0, nop, fmt.Errorf("%s: %w", label, err)
+	}
+	opts := statestore.Options{KeySchema: key, ValueSchema: val, Backend: backend}
+	st, err := statestore.Open(ctx, dir, opts)
+	if err != nil {
+		return nil, info, 0, nop, fmt.Errorf("%s: %w", label, err)
 	}
 	if info, err = st.Info(ctx); err != nil {
-		return nil, info, 0, err
+		return nil, info, 0, nop, err
+	}
+	var r stateReader = st
+	closeFn := nop
+	switch backend {
+	case statestore.BackendMemory:
+	case pebblestore.BackendName:
+		tmp, err := os.MkdirTemp("", "onceflow-state-")
+		if err != nil {
+			return nil, info, 0, nop, err
+		}
+		ps, err := pebblestore.Open(ctx, dir, pebblestore.Options{State: opts, Dir: tmp})
+		if err != nil {
+			os.RemoveAll(tmp)
+			return nil, info, 0, nop, fmt.Errorf("%s: %w", label, err)
+		}
+		r = ps
+		closeFn = func() {
+			_ = ps.Close() // a working copy in a temporary directory
+			os.RemoveAll(tmp)
+		}
+	default:
+		return nil, info, 0, nop, fmt.Errorf("%s: kept by the %q state backend, which this build does not read", label, backend)
 	}
 	if version < 0 {
-		return st, info, 0, nil
+		return r, info, 0, closeFn, nil
 	}
-	recs, err := st.Load(ctx, version)
+	recs, err := r.Load(ctx, version)
 	if err != nil {
-		return nil, info, 0, err
+		closeFn()
+		return nil, info, 0, nop, err
 	}
 	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-		r.Release()
+	for _, rec := range recs {
+		n += rec.NumRows()
+		rec.Release()
 	}
-	return st, info, n, nil
+	return r, info, n, closeFn, nil
 }
 
 func stateCommand() *command {
@@ -128,11 +166,12 @@ func dumpState(ctx context.Context, loc, opID, storeName string, part int, versi
 			if part >= 0 && p != part {
 				continue
 			}
-			st, _, _, err := openState(ctx, store, opID, sn, p, -1)
+			st, _, _, closeState, err := openState(ctx, store, opID, sn, p, -1)
 			if err != nil {
 				return err
 			}
 			recs, err := st.Load(ctx, v)
+			closeState()
 			if err != nil {
 				return err
 			}

@@ -176,6 +176,8 @@ func (r *readRun) readFile(k int64, f FileRecord) error {
 	if size != f.Size || mt != f.ModTime {
 		restore := fmt.Sprintf("restore it as taken (%d bytes, modified at %s)", f.Size, fmtTime(f.ModTime))
 		switch {
+		case r.strict:
+			return changed("the caller recorded it as it was (ReadFiles), and reads nothing else; " + restore)
 		case !r.deadLetters():
 			return changed("the landing contract (write elsewhere, then rename; never change a landed file) was broken, and what no batch read would be lost. " +
 				"To go on: " + restore + ", or configure WithDeadLetter: the taken bytes are then read when they are still there, and the rest is copied to the dead-letter directory by a later batch")

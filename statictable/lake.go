@@ -319,4 +319,3 @@ func appendValue(b array.Builder, v any) error {
 	}
 	return nil
 }
-

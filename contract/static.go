@@ -23,3 +23,12 @@ type StaticTable interface {
 	// error that names it.
 	ReadVersion(ctx context.Context, version json.RawMessage, emit func(arrow.RecordBatch) error) error
 }
+
+// StaticSizer is a StaticTable that tells the size of its newest version
+// from its listing or log, without reading the rows; the plan
+// (Query.Describe) shows it as the size of the broadcast side.
+type StaticSizer interface {
+	// StaticSize returns the newest version's files, rows (-1 when only
+	// reading them would tell) and stored bytes.
+	StaticSize(ctx context.Context) (files int, rows, bytes int64, err error)
+}

@@ -30,6 +30,9 @@ type (
 	// StaticTable is contract.StaticTable: the static side of a
 	// stream-static join, read whole at a version.
 	StaticTable = contract.StaticTable
+	// StaticSizer is contract.StaticSizer: a static table that tells its
+	// size for the plan.
+	StaticSizer = contract.StaticSizer
 
 	// Sink is contract.Sink: what the engine needs from an output.
 	Sink = contract.Sink

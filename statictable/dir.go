@@ -81,3 +81,18 @@ func (d *Dir) ReadVersion(ctx context.Context, version json.RawMessage, emit fun
 	}
 	return nil
 }
+
+var _ contract.StaticSizer = (*Dir)(nil)
+
+// StaticSize implements contract.StaticSizer from the listing: its files
+// and bytes; rows are unknown (-1) without parsing the files.
+func (d *Dir) StaticSize(context.Context) (files int, rows, bytes int64, err error) {
+	recs, err := d.src.Listing()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, r := range recs {
+		bytes += r.Size
+	}
+	return len(recs), -1, bytes, nil
+}

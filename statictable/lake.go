@@ -319,3 +319,23 @@ func appendValue(b array.Builder, v any) error {
 	}
 	return nil
 }
+
+var _ contract.StaticSizer = (*Lake)(nil)
+
+// StaticSize implements contract.StaticSizer from the log: the newest
+// version's files, rows and stored bytes.
+func (l *Lake) StaticSize(ctx context.Context) (files int, rows, bytes int64, err error) {
+	v, err := filesink.Version(ctx, l.table)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	snap, err := filesink.SnapshotAt(ctx, l.table, v)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, f := range snap.Files {
+		rows += f.Rows
+		bytes += f.Size
+	}
+	return len(snap.Files), rows, bytes, nil
+}

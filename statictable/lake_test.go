@@ -13,8 +13,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/filesink"
 	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/source/files"
 	"github.com/onceflow/onceflow/statictable"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -180,4 +183,42 @@ func TestLakeVersionGone(t *testing.T) {
 			t.Fatalf("want ErrVersionChanged, got %v", err)
 		}
 	})
+}
+
+// TestPlanShowsBroadcastSize checks that Query.Describe shows the size of
+// each table at its newest version.
+func TestPlanShowsBroadcastSize(t *testing.T) {
+	ctx := context.Background()
+	table := localStore(t)
+	w := newLake(t, table)
+	w.add([2]string{"a", "a0"}, [2]string{"b", "b0"})
+	w.add([2]string{"c", "c0"})
+	lake, err := statictable.NewLake(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "t.json", `{"key":"a","val":"x"}`+"\n")
+	d, err := statictable.NewDir(dir, files.JSON, tableSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &keySource{batches: [][]string{{"a"}}}
+	stream := src.stream().JoinStatic(lake, engine.Inner, engine.EveryBatch, engine.On("key", "key")).ID("lake").
+		Select(batch.As(batch.Col("left_key"), "k"), batch.As(batch.Col("id"), "id")).JoinStatic(d, engine.LeftOuter, engine.Pinned, engine.On("k", "key")).ID("dir")
+	q, err := engine.NewQuery(stream, engine.WithCheckpoint(localStore(t)), engine.WithSink(memsink.New("out")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := q.Describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.String()
+	for _, want := range []string{"broadcasts lake[", ": 2 files, 3 rows, ", "broadcasts files[" + dir, ": 1 files, rows unknown until read, 22 bytes"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("plan lacks %q:\n%s", want, s)
+		}
+	}
+	t.Log(s)
 }

@@ -36,6 +36,13 @@
 // the checkpoint to what the source reads), SourceMetrics (figures for the
 // progress record) and Describer.
 //
+// # Static tables
+//
+// A StaticTable is the static side of Stream.JoinStatic: a table read
+// whole at a version it chooses (LatestVersion) and reads back
+// (ReadVersion) the same, rows and order, for as long as the version can
+// be read at all. Package statictable holds the lake and directory ones.
+//
 // # Sinks
 //
 // A Sink (required) adds batch N, exactly once in effect: AddBatch may be

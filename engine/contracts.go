@@ -27,6 +27,12 @@ type (
 	// Describer is contract.Describer: a short description of a source or
 	// sink for progress and logs.
 	Describer = contract.Describer
+	// StaticTable is contract.StaticTable: the static side of a
+	// stream-static join, read whole at a version.
+	StaticTable = contract.StaticTable
+	// StaticSizer is contract.StaticSizer: a static table that tells its
+	// size for the plan.
+	StaticSizer = contract.StaticSizer
 
 	// Sink is contract.Sink: what the engine needs from an output.
 	Sink = contract.Sink

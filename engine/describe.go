@@ -38,6 +38,9 @@ type OperatorPlan struct {
 	EventTime string   `json:"eventTime,omitempty"`
 	Stores    []string `json:"stores,omitempty"`
 	Params    string   `json:"params,omitempty"`
+	// Broadcast is the size of a stream-static join's table at its newest
+	// version, when the table tells it (StaticSizer).
+	Broadcast string `json:"broadcast,omitempty"`
 }
 
 // SinkPlan is one sink of a plan.
@@ -84,6 +87,9 @@ func describePlan(s *Stream, cfg *config, ex *executor) Plan {
 				op.EventTime += fmt.Sprintf(" %+dms", et.offsetMs)
 			}
 		}
+		if b, ok := c.op.(planBroadcaster); ok {
+			op.Broadcast = b.planBroadcast()
+		}
 		if w, ok := c.op.(planWarner); ok {
 			p.Warnings = append(p.Warnings, w.planWarnings()...)
 		}
@@ -102,6 +108,12 @@ func describePlan(s *Stream, cfg *config, ex *executor) Plan {
 // whose state grows without bound).
 type planWarner interface {
 	planWarnings() []string
+}
+
+// planBroadcaster is an operator that broadcasts a table (a stream-static
+// join) and can tell its size.
+type planBroadcaster interface {
+	planBroadcast() string
 }
 
 // String prints the plan for people, one item a line.
@@ -133,6 +145,9 @@ func (p Plan) String() string {
 		}
 		if o.Params != "" {
 			fmt.Fprintf(&b, " [%s]", o.Params)
+		}
+		if o.Broadcast != "" {
+			fmt.Fprintf(&b, ", broadcasts %s", o.Broadcast)
 		}
 		b.WriteString("\n")
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -13,23 +14,6 @@ import (
 
 	"github.com/onceflow/onceflow/storage"
 )
-
-// StaticTable is the static side of a stream-static join: a table read
-// whole at a version, such as a lake table at a commit or a directory of
-// files at a listing. Versions are the table's own JSON, encoded
-// deterministically like source offsets: the engine records the version
-// each batch joins against in offsets/N, and a re-run of the batch reads
-// that version again, so it joins exactly what the first attempt joined.
-type StaticTable interface {
-	Schema() *arrow.Schema
-	Description() string
-	// LatestVersion is the newest version of the table.
-	LatestVersion(ctx context.Context) (json.RawMessage, error)
-	// ReadVersion emits every row of the table at version, in a
-	// deterministic order; a version it can no longer read fails with an
-	// error that names it.
-	ReadVersion(ctx context.Context, version json.RawMessage, emit func(arrow.RecordBatch) error) error
-}
 
 // Refresh says which version of a static table a batch joins against.
 type Refresh int
@@ -233,6 +217,26 @@ func (o *staticJoinOp) conf() OperatorConf {
 		keys = append(keys, c.String())
 	}
 	return OperatorConf{ID: o.st.id, Kind: o.kind(), Keys: keys, StateSchema: "none (broadcast " + o.in[1].String() + ")", Params: o.st.kind.String() + ", " + o.st.static.refresh.String()}
+}
+
+// planBroadcast is the table's size at its newest version, as the table
+// tells it without reading its rows ("" when it cannot).
+func (o *staticJoinOp) planBroadcast() string {
+	sz, ok := o.st.static.table.(StaticSizer)
+	if !ok {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	files, rows, bytes, err := sz.StaticSize(ctx)
+	if err != nil {
+		return fmt.Sprintf("%s (size unknown: %v)", o.st.static.table.Description(), err)
+	}
+	r := "rows unknown until read"
+	if rows >= 0 {
+		r = fmt.Sprintf("%d rows", rows)
+	}
+	return fmt.Sprintf("%s: %d files, %s, %d bytes stored at the newest version (held decoded in memory: progress staticRows, staticBytes)", o.st.static.table.Description(), files, r, bytes)
 }
 
 func (o *staticJoinOp) prepare(_ context.Context, _ int, rec arrow.RecordBatch, _ int64) (arrow.RecordBatch, int64, error) {

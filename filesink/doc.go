@@ -15,7 +15,7 @@
 //
 //   - Exactly once per batch id: AddBatch(N) first looks in the log; if
 //     batch N (or a compact file covering it) is there, it returns at once.
-//   - Readers (Committed, ReadRows, any reader following
+//   - Readers (Committed, ReadRows, SnapshotAt, any reader following
 //     docs/format/filesink-log.md) see only files the log lists, so a file
 //     left by a failed or killed attempt is never part of the table.
 //   - A re-run of an uncommitted batch N writes the same file names

@@ -24,3 +24,7 @@ var (
 	// would leave one. The message names the missing ids and the log object.
 	ErrMissingBatches = errors.New("filesink: batches missing from the table")
 )
+
+// ErrVersionGone is returned by SnapshotAt for a version the log can no
+// longer rebuild: compaction purged the log objects that held it.
+var ErrVersionGone = errors.New("filesink: table version no longer in the log")

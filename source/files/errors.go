@@ -67,7 +67,8 @@ func (e *InputError) Is(target error) bool { return target == ErrInput }
 // batch read. errors.Is(err, ErrFileChanged) is true.
 type ChangedError struct {
 	File  string // path of the file (in the landing directory or the archive)
-	Entry int64  // the files log entry that recorded the file as it should be
+	Entry int64  // the files log entry that recorded the file as it should be; -1 for ReadFiles
+
 	// TakenSize and TakenModTime (Unix nanoseconds) are the recorded ones;
 	// Size and ModTime are the file's now (Size -1 when it is gone).
 	TakenSize, Size       int64
@@ -77,7 +78,11 @@ type ChangedError struct {
 
 func (e *ChangedError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "files: taken file changed: %s, recorded by files log entry %d with %d bytes", e.File, e.Entry, e.TakenSize)
+	if e.Entry < 0 {
+		fmt.Fprintf(&b, "files: file changed: %s, recorded with %d bytes", e.File, e.TakenSize)
+	} else {
+		fmt.Fprintf(&b, "files: taken file changed: %s, recorded by files log entry %d with %d bytes", e.File, e.Entry, e.TakenSize)
+	}
 	if e.Size < 0 {
 		b.WriteString(", is gone")
 	} else {

@@ -68,11 +68,18 @@ type readRun struct {
 	json  *jsonParser
 	cells []cell // CSV and Parquet rows
 	dead  []deadLetter
+	// strict: bad input and changed files fail the call whatever
+	// WithDeadLetter says (ReadFiles).
+	strict bool
 }
+
+// deadLetters reports whether bad input and changed bytes go to the
+// dead-letter directory.
+func (r *readRun) deadLetters() bool { return r.s.cfg.deadLetter != "" && !r.strict }
 
 // bad reports bad input at file:line: an error, or a dead letter.
 func (r *readRun) bad(file string, line int, bv *badValue, raw []byte) error {
-	if r.s.cfg.deadLetter == "" {
+	if !r.deadLetters() {
 		return &InputError{File: file, Line: line, Column: bv.column, Reason: bv.reason}
 	}
 	r.dead = append(r.dead, deadLetter{File: file, Line: line, Column: bv.column, Reason: bv.reason, Raw: string(raw)})
@@ -169,7 +176,9 @@ func (r *readRun) readFile(k int64, f FileRecord) error {
 	if size != f.Size || mt != f.ModTime {
 		restore := fmt.Sprintf("restore it as taken (%d bytes, modified at %s)", f.Size, fmtTime(f.ModTime))
 		switch {
-		case r.s.cfg.deadLetter == "":
+		case r.strict:
+			return changed("the caller recorded it as it was (ReadFiles), and reads nothing else; " + restore)
+		case !r.deadLetters():
 			return changed("the landing contract (write elsewhere, then rename; never change a landed file) was broken, and what no batch read would be lost. " +
 				"To go on: " + restore + ", or configure WithDeadLetter: the taken bytes are then read when they are still there, and the rest is copied to the dead-letter directory by a later batch")
 		case size < f.Size:

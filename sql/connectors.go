@@ -134,6 +134,9 @@ func kafkaSourceOptions(src *sourceDef) ([]kafka.Option, error) {
 		return nil, err
 	}
 	out = append(out, kafka.WithFailOnDataLoss(fail))
+	if src.tombstones {
+		out = append(out, kafka.WithTombstones())
+	}
 	if o.has("dead_letter_topic") {
 		out = append(out, kafka.WithDeadLetterTopic(o.str("dead_letter_topic", "")))
 	}
@@ -491,11 +494,18 @@ func (p *Program) Open(ctx context.Context, sink string, opts ...Option) (*Query
 		return fail(err)
 	}
 	q.closers = append(q.closers, store.Close)
-	src, closeSrc, err := openSource(s.q.src, &cfg)
-	if err != nil {
-		return fail(err)
+	srcs := map[string]engine.Source{}
+	for _, sd := range s.q.srcs {
+		if _, ok := srcs[sd.name]; ok {
+			continue
+		}
+		src, closeSrc, err := openSource(sd, &cfg)
+		if err != nil {
+			return fail(err)
+		}
+		q.closers = append(q.closers, closeSrc)
+		srcs[sd.name] = src
 	}
-	q.closers = append(q.closers, closeSrc)
 	out := cfg.sink
 	if out == nil {
 		open, err := sinkOpener(s, &cfg)
@@ -522,7 +532,7 @@ func (p *Program) Open(ctx context.Context, sink string, opts ...Option) (*Query
 	if g, ok := out.(engine.GuaranteeReporter); ok && g.Guarantee() == engine.AtLeastOnce {
 		eo = append(eo, engine.WithAtLeastOnce())
 	}
-	eq, err := engine.NewQuery(s.stream(src, len(s.q.ops)), append(eo, cfg.engineOpts...)...)
+	eq, err := engine.NewQuery(s.stream(srcs, len(s.q.ops)), append(eo, cfg.engineOpts...)...)
 	if err != nil {
 		return fail(err)
 	}

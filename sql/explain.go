@@ -46,11 +46,23 @@ func (p *Program) Explain(ctx context.Context, w io.Writer, root string) error {
 		} else {
 			fmt.Fprintf(w, "  checkpoint:  %s\n", p.scrub(storage.Redact(loc)))
 		}
-		src := s.q.src
-		fmt.Fprintf(w, "  source %s:   %s (%s)\n", src.name, src.connector, src.opts)
-		fmt.Fprintf(w, "    columns:   %s\n", fieldList(src.schema))
+		for _, src := range s.q.srcs {
+			what := "source"
+			if src.table {
+				what = "table"
+			}
+			fmt.Fprintf(w, "  %s %s:   %s (%s)\n", what, src.name, src.connector, src.opts)
+			fmt.Fprintf(w, "    columns:   %s\n", fieldList(src.schema))
+			if src.table {
+				fmt.Fprintf(w, "    primary key: %s", strings.Join(src.keys, ", "))
+				if src.deleteWhen != nil {
+					fmt.Fprintf(w, ", deleted when %s", src.deleteWhen)
+				}
+				fmt.Fprintln(w)
+			}
+		}
 		if loc != "" && err == nil {
-			fmt.Fprintf(w, "    committed: %s\n", p.scrub(p.committed(ctx, loc)))
+			fmt.Fprintf(w, "  committed: %s\n", p.scrub(p.committed(ctx, loc)))
 		}
 		fmt.Fprintf(w, "  steps:\n")
 		for j, o := range s.q.ops {

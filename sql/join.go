@@ -60,6 +60,9 @@ func (c *compiler) compileJoin(je *pg.JoinExpr) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	if slices.ContainsFunc(left.srcs, func(s *sourceDef) bool { return s.name == right.src.name }) {
+		return nil, c.errAt(rv.Location, true, "%s is joined with itself: a self-join is not supported; declare a second CREATE SOURCE over the same data and join the two", rv.Relname)
+	}
 	for a := range right.qual {
 		if _, dup := left.qual[a]; dup {
 			return nil, c.errAt(rv.Location, false, "%s appears twice in FROM: give one an alias (JOIN %s AS other)", a, rv.Relname)

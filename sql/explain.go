@@ -18,6 +18,7 @@ var guarantees = map[string]string{
 	"files":    "exactly-once: Parquet files listed in _onceflow_log/N, put-if-absent",
 	"postgres": "exactly-once: the rows and the batch id in one PostgreSQL transaction",
 	"console":  "at-least-once: a re-run batch is printed again, marked as a repeat",
+	"iceberg":  "exactly-once: one Iceberg snapshot per batch, its batch id in the commit (found, not re-appended, on a re-run)",
 }
 
 // Explain prints the plan of every sink: its connector and guarantee, its

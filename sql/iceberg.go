@@ -140,7 +140,7 @@ func icebergSinkOpener(s *Sink) (func(ctx context.Context, cfg *config) (engine.
 	case engine.Update:
 		keys := o.list("key_columns")
 		if len(keys) == 0 {
-			return nil, o.c.errAt(-1, false, "%s: output_mode = 'update' writes an Iceberg row delta by key: option key_columns is required", o.stmt)
+			return nil, o.errAt("output_mode", "update writes an Iceberg row delta by key: option key_columns is required")
 		}
 		opts = append(opts, iceberg.WithMode(iceberg.Update), iceberg.WithKeys(keys...))
 	case engine.Complete:

@@ -243,7 +243,11 @@ func (c *compiler) compileJoin(je *pg.JoinExpr) (*compiled, error) {
 		js.build = func(ls, rs *engine.Stream) *engine.Stream {
 			return ls.Join(rs, kind, conds...).ID(id)
 		}
-		desc = fmt.Sprintf("join [%s](%s, %s; right: source %s)", id, kind, strings.Join(keys, " and "), right.src.name)
+		rdesc := "source " + right.src.name
+		for _, o := range right.ops {
+			rdesc += ", " + o.desc
+		}
+		desc = fmt.Sprintf("join [%s](%s, %s; right: %s)", id, kind, strings.Join(keys, " and "), rdesc)
 	}
 	opKeys = keys
 	out.ops = append(slices.Clone(left.ops), op{

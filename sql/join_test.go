@@ -66,7 +66,7 @@ WHERE a.id <> 'a9';
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"join [auction-bids](leftOuter, a.id = b.id and b.ts between a.ts and a.ts + 10m0s; right: source bids)",
+		"join [auction-bids](leftOuter, a.id = b.id and b.ts between a.ts and a.ts + 10m0s; right: source bids, watermark ts - 1s)",
 		"auction-bids: join keyed by (a.id = b.id, b.ts between a.ts and a.ts + 10m0s), id from the id hint",
 		"source bids:",
 	} {

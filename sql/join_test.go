@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/internal/testenv"
 	"github.com/onceflow/onceflow/memsink"
 )
 
@@ -134,5 +137,40 @@ SELECT payment_id, segment FROM payments JOIN profiles USING (customer_id);
 	want = "[[p1 vip] [p2 gold]]"
 	if got != want {
 		t.Fatalf("inner_only: got  %s\nwant %s", got, want)
+	}
+}
+
+// A kafka table read with tombstones: a record with a null value deletes
+// its key (the key column falls back to the record key).
+func TestRunKafkaTableTombstones(t *testing.T) {
+	c := testenv.Kafka(t, map[string]int32{"payments": 1, "profiles": 1})
+	testenv.KafkaProduce(t, c,
+		&kgo.Record{Topic: "profiles", Key: []byte("c1"), Value: []byte(`{"customer_id":"c1","segment":"retail"}`)},
+		&kgo.Record{Topic: "profiles", Key: []byte("c2"), Value: []byte(`{"customer_id":"c2","segment":"gold"}`)},
+		&kgo.Record{Topic: "profiles", Key: []byte("c2")}, // a tombstone
+		&kgo.Record{Topic: "payments", Value: []byte(`{"payment_id":"p1","customer_id":"c1"}`)},
+		&kgo.Record{Topic: "payments", Value: []byte(`{"payment_id":"p2","customer_id":"c2"}`)},
+	)
+	text := fmt.Sprintf(`
+CREATE SOURCE payments (payment_id text, customer_id text) WITH (connector = 'kafka', brokers = '%[1]s', topics = 'payments');
+CREATE TABLE profiles (customer_id text, segment text, PRIMARY KEY (customer_id))
+  WITH (connector = 'kafka', brokers = '%[1]s', topics = 'profiles', tombstones = 'true');
+CREATE SINK enriched WITH (connector = 'console') AS
+SELECT p.payment_id, t.segment FROM payments p LEFT JOIN profiles t ON p.customer_id = t.customer_id;
+`, strings.Join(c.Addrs(), ","))
+	p, err := Compile(text, WithTrigger(engine.AvailableNow()), WithCheckpointRoot(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.Explain(context.Background(), &buf, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "primary key: customer_id, deleted when IsNull(segment)") {
+		t.Errorf("EXPLAIN:\n%s", buf.String())
+	}
+	got := fmt.Sprint(runAll(t, p, "enriched"))
+	if want := "[[p1 retail] [p2 <nil>]]"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
 	}
 }

@@ -107,6 +107,7 @@ GROUP BY sid`},
 	// of the input.
 	{name: "join with a time range", mode: "append", sql: `SELECT p.id, q.id AS qid, p.v, q.v AS qv FROM p JOIN q ON p.k = q.k AND q.ts BETWEEN p.ts AND p.ts + INTERVAL '30 seconds'`},
 	{name: "join on two keys with a filter", mode: "append", sql: `SELECT p.id, q.id AS qid, p.v + q.f AS s FROM p INNER JOIN q ON p.k = q.k AND q.v = p.v WHERE p.f IS NOT NULL AND q.id >= p.id`},
+	{name: "exists as a semi join", mode: "append", sql: `SELECT id, k FROM p WHERE v > 0 AND EXISTS (SELECT 1 FROM q WHERE q.k = p.k AND q.ts BETWEEN p.ts + INTERVAL '10 seconds' AND p.ts + INTERVAL '40 seconds')`},
 	{name: "join then aggregate", mode: "complete", sql: `SELECT k, count(*) AS n, sum(qv) AS s FROM (SELECT p.k, q.v AS qv FROM p JOIN q ON p.k = q.k AND p.ts BETWEEN q.ts - INTERVAL '1 minute' AND q.ts) AS j GROUP BY k`},
 }
 

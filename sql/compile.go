@@ -138,6 +138,10 @@ func (c *compiler) compileSelect(sel *pg.SelectStmt, at int32) (*compiled, error
 	if len(sel.FromClause) > 1 {
 		return nil, c.errAt(fromLoc(sel.FromClause[1]), true, "a second FROM item (a cross join) is not supported: write FROM a JOIN b ON a.k = b.k")
 	}
+	sel, err := c.existsToSemiJoin(sel)
+	if err != nil {
+		return nil, err
+	}
 	q, win, err := c.compileFrom(sel.FromClause[0])
 	if err != nil {
 		return nil, err

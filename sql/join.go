@@ -79,6 +79,11 @@ func (c *compiler) compileJoin(je *pg.JoinExpr) (*compiled, error) {
 		kind = engine.RightOuter
 	case pg.JoinType_JOIN_FULL:
 		kind = engine.FullOuter
+	case pg.JoinType_JOIN_SEMI:
+		kind = engine.LeftSemi
+		if table {
+			return nil, c.errAt(rv.Location, true, "EXISTS over table %s: a stream–table join is INNER or LEFT; write JOIN %s ON …", rv.Relname, rv.Relname)
+		}
 	default:
 		return nil, c.errAt(rv.Location, true, "this join type is not supported: INNER, LEFT, RIGHT and FULL [OUTER] JOIN are")
 	}
@@ -180,6 +185,9 @@ func (c *compiler) compileJoin(je *pg.JoinExpr) (*compiled, error) {
 			return nil, c.errAt(exprLoc(je.Quals), false, "the join with table %s must equal its primary key (%s), no more and no less; it names %s", right.src.name, strings.Join(right.src.keys, ", "), strings.Join(onRight, ", "))
 		}
 	}
+	if kind == engine.LeftSemi {
+		kindName = "semijoin"
+	}
 	// The operator id: a hint right after JOIN, or the naming rule.
 	c.nState++
 	id := fmt.Sprintf("%s-%s-%d", c.sink, kindName, c.nState)
@@ -216,14 +224,23 @@ func (c *compiler) compileJoin(je *pg.JoinExpr) (*compiled, error) {
 	for _, cc := range left.cols {
 		out.cols = append(out.cols, lm[cc])
 	}
-	for _, cc := range right.cols {
-		out.cols = append(out.cols, rm[cc])
+	if kind == engine.LeftSemi {
+		// the left columns only, under their own names
+		lm = map[string]string{}
+		for _, cc := range left.cols {
+			lm[cc] = cc
+		}
+		out.cols = slices.Clone(left.cols)
+	} else {
+		for _, cc := range right.cols {
+			out.cols = append(out.cols, rm[cc])
+		}
+		for a, m := range right.qual {
+			out.qual[a] = mapThrough(m, rm)
+		}
 	}
 	for a, m := range left.qual {
 		out.qual[a] = mapThrough(m, lm)
-	}
-	for a, m := range right.qual {
-		out.qual[a] = mapThrough(m, rm)
 	}
 	js := &joinSpec{right: right}
 	var desc string
@@ -418,4 +435,52 @@ func offset(col string, d time.Duration) string {
 		return col + " - " + (-d).String()
 	}
 	return col
+}
+
+// existsToSemiJoin turns WHERE … EXISTS (SELECT … FROM b WHERE cond) AND …
+// into FROM a LEFT SEMI JOIN b ON cond (engine.LeftSemi): each row of a
+// with a match, once.
+func (c *compiler) existsToSemiJoin(sel *pg.SelectStmt) (*pg.SelectStmt, error) {
+	if sel.WhereClause == nil {
+		return sel, nil
+	}
+	var conj []*pg.Node
+	if be := sel.WhereClause.GetBoolExpr(); be != nil && be.Boolop == pg.BoolExprType_AND_EXPR {
+		conj = be.Args
+	} else {
+		conj = []*pg.Node{sel.WhereClause}
+	}
+	var exists *pg.SubLink
+	var rest []*pg.Node
+	for _, n := range conj {
+		if sl := n.GetSubLink(); sl != nil && sl.SubLinkType == pg.SubLinkType_EXISTS_SUBLINK && exists == nil {
+			exists = sl
+			continue
+		}
+		rest = append(rest, n)
+	}
+	if exists == nil {
+		return sel, nil
+	}
+	sub := exists.Subselect.GetSelectStmt()
+	from := sel.FromClause[0]
+	if from.GetRangeVar() == nil && from.GetJoinExpr() == nil {
+		return nil, c.errAt(exists.Location, true, "EXISTS (a semi join) needs a source or a join in FROM, not a subquery or window function")
+	}
+	if sub == nil || len(sub.FromClause) != 1 || sub.FromClause[0].GetRangeVar() == nil || sub.WhereClause == nil ||
+		len(sub.GroupClause) > 0 || sub.HavingClause != nil || len(sub.DistinctClause) > 0 || sub.LimitCount != nil || len(sub.SortClause) > 0 {
+		return nil, c.errAt(exists.Location, true, "EXISTS compiles to a semi join when it is EXISTS (SELECT 1 FROM source WHERE b.k = a.k [AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '…'])")
+	}
+	je := &pg.JoinExpr{Jointype: pg.JoinType_JOIN_SEMI, Larg: from, Rarg: sub.FromClause[0], Quals: sub.WhereClause}
+	n := &pg.SelectStmt{}
+	n.DistinctClause, n.TargetList, n.GroupClause, n.HavingClause, n.Op = sel.DistinctClause, sel.TargetList, sel.GroupClause, sel.HavingClause, sel.Op
+	n.FromClause = []*pg.Node{{Node: &pg.Node_JoinExpr{JoinExpr: je}}}
+	switch len(rest) {
+	case 0:
+	case 1:
+		n.WhereClause = rest[0]
+	default:
+		n.WhereClause = &pg.Node{Node: &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_AND_EXPR, Args: rest}}}
+	}
+	return n, nil
 }

@@ -174,3 +174,39 @@ SELECT p.payment_id, t.segment FROM payments p LEFT JOIN profiles t ON p.custome
 		t.Fatalf("got %s, want %s", got, want)
 	}
 }
+
+// WHERE EXISTS (SELECT … FROM b WHERE b.k = a.k AND b.ts BETWEEN …) is a
+// left semi join: each auction with a bid in its first ten minutes, once.
+func TestRunExistsSemiJoin(t *testing.T) {
+	auctions, bids := t.TempDir(), t.TempDir()
+	writeLines(t, auctions, "1.json",
+		`{"id":"a1","seller":"s1","ts":"2026-11-30T10:00:00Z"}`,
+		`{"id":"a2","seller":"s2","ts":"2026-11-30T10:01:00Z"}`,
+		`{"id":"a3","seller":"s3","ts":"2026-11-30T10:02:00Z"}`)
+	writeLines(t, bids, "1.json",
+		`{"id":"a1","price":10,"ts":"2026-11-30T10:05:00Z"}`,
+		`{"id":"a1","price":12,"ts":"2026-11-30T10:06:00Z"}`,
+		`{"id":"a3","price":7,"ts":"2026-11-30T10:30:00Z"}`)
+	text := fmt.Sprintf(`
+CREATE SOURCE auctions (id text, seller text, ts timestamp) WITH (connector = 'files', path = '%s');
+CREATE SOURCE bids (id text, price bigint, ts timestamp) WITH (connector = 'files', path = '%s');
+CREATE SINK with_bids WITH (connector = 'console') AS
+SELECT a.id, seller FROM auctions a
+WHERE seller <> 's9' AND EXISTS (SELECT 1 FROM bids b WHERE b.id = a.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '10 minutes');
+`, auctions, bids)
+	p, err := Compile(text, WithTrigger(engine.AvailableNow()), WithCheckpointRoot(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.Explain(context.Background(), &buf, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "join [with_bids-semijoin-1](leftSemi, a.id = b.id and b.ts between a.ts and a.ts + 10m0s; right: source bids)") {
+		t.Errorf("EXPLAIN:\n%s", buf.String())
+	}
+	got := fmt.Sprint(runAll(t, p, "with_bids"))
+	if want := "[[a1 s1]]"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}

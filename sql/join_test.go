@@ -59,6 +59,14 @@ SELECT a.id, a.seller, b.price, b.ts AS bid_ts
 FROM auctions AS a LEFT JOIN /*+ id('auction-bids') */ bids AS b
   ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '10 minutes'
 WHERE a.id <> 'a9';
+CREATE SINK everything WITH (connector = 'console') AS
+SELECT a.id AS aid, b.id AS bid, b.price
+FROM auctions a FULL JOIN bids b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '10 minutes'
+WHERE coalesce(a.id, b.id) <> 'a9';
+CREATE SINK bids_first WITH (connector = 'console') AS
+SELECT b.id, b.price, a.seller
+FROM bids b RIGHT JOIN auctions a ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '10 minutes'
+WHERE a.id <> 'a9';
 `, auctions, bids)
 	p, err := Compile(text, WithTrigger(engine.AvailableNow()), WithCheckpointRoot(t.TempDir()))
 	if err != nil {
@@ -81,6 +89,20 @@ WHERE a.id <> 'a9';
 	want := "[[a1 s1 10 2026-11-30 10:05:00 +0000 UTC] [a1 s1 12 2026-11-30 10:09:59 +0000 UTC] [a2 s2 7 2026-11-30 10:02:00 +0000 UTC] [a3 s3 <nil> <nil>]]"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// FULL: the bid outside every range comes out alone once the watermark
+	// passes it.
+	got = fmt.Sprint(runAll(t, p, "everything"))
+	want = "[[<nil> a1 99] [a1 a1 10] [a1 a1 12] [a2 a2 7] [a3 <nil> <nil>]]"
+	if got != want {
+		t.Fatalf("full: got  %s\nwant %s", got, want)
+	}
+	// RIGHT with the sides written the other way round: the range is
+	// mirrored (a.ts BETWEEN b.ts - 10m AND b.ts).
+	got = fmt.Sprint(runAll(t, p, "bids_first"))
+	want = "[[<nil> <nil> s3] [a1 10 s1] [a1 12 s1] [a2 7 s2]]"
+	if got != want {
+		t.Fatalf("right: got  %s\nwant %s", got, want)
 	}
 }
 

@@ -36,6 +36,7 @@ func TestErrorsNameLineAndColumn(t *testing.T) {
 		"join no key":                {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p JOIN q ON q.ts BETWEEN p.ts AND p.ts + INTERVAL '1 minute';", "6:29", "at least one equality", true},
 		"join ambiguous":             {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM p JOIN q ON p.k = q.k;", "6:8", `column "k" is on both sides of the join: write p.k`, false},
 		"exists shape":               {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p WHERE EXISTS (SELECT 1 FROM q);", "6:25", "EXISTS compiles to a semi join when", true},
+		"tombstones key type":        {"CREATE TABLE r (id bigint, x text, PRIMARY KEY (id)) WITH (connector = 'kafka', brokers = 'b:1', topics = 't', tombstones = 'true');", "1:112", "declare id text", false},
 		"right join table":           {srcDecl + tDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p RIGHT JOIN t ON p.k = t.k;", "6:30", "a stream–table join is INNER or LEFT", true},
 		"table join not its key":     {srcDecl + tDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p JOIN t ON p.k = t.name;", "6:29", "must equal its primary key (k)", false},
 		"table read as a stream":     {srcDecl + tDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM t;", "6:15", "read by a stream–table join only", true},

@@ -283,6 +283,13 @@ func (c *compiler) createSource(cs *pg.CreateStmt, lookup func(string) (string, 
 				return nil, err
 			}
 			src.tombstones = tomb
+			if tomb && len(src.keys) == 1 {
+				for _, f := range fields {
+					if f.Name == src.keys[0] && f.Type.ID() != arrow.STRING {
+						return nil, opts.errAt("tombstones", "a tombstone's key is the record key, text: declare %s text", f.Name)
+					}
+				}
+			}
 			if tomb {
 				src.deleteWhen = tableDelete(src.declared, src.keys)
 				if src.deleteWhen == nil {

@@ -102,6 +102,13 @@ var corpus = []corpusCase{
 		duck: `SELECT min(ts) AS window_start, max(ts) + INTERVAL '1 minute' AS window_end, count(*) AS n, sum(v) AS s
 FROM (SELECT *, sum(nw) OVER (ORDER BY ts) AS sid FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (ORDER BY ts) < INTERVAL '1 minute' THEN 0 ELSE 1 END AS nw FROM p))
 GROUP BY sid`},
+	// Joins: q is a second source over the same files (a source is not
+	// joined with itself), inner joins, so every match is out by the end
+	// of the input.
+	{name: "join with a time range", mode: "append", sql: `SELECT p.id, q.id AS qid, p.v, q.v AS qv FROM p JOIN q ON p.k = q.k AND q.ts BETWEEN p.ts AND p.ts + INTERVAL '30 seconds'`},
+	{name: "join on two keys with a filter", mode: "append", sql: `SELECT p.id, q.id AS qid, p.v + q.f AS s FROM p INNER JOIN q ON p.k = q.k AND q.v = p.v WHERE p.f IS NOT NULL AND q.id >= p.id`},
+	{name: "exists as a semi join", mode: "append", sql: `SELECT id, k FROM p WHERE v > 0 AND EXISTS (SELECT 1 FROM q WHERE q.k = p.k AND q.ts BETWEEN p.ts + INTERVAL '10 seconds' AND p.ts + INTERVAL '40 seconds')`},
+	{name: "join then aggregate", mode: "complete", sql: `SELECT k, count(*) AS n, sum(qv) AS s FROM (SELECT p.k, q.v AS qv FROM p JOIN q ON p.k = q.k AND p.ts BETWEEN q.ts - INTERVAL '1 minute' AND q.ts) AS j GROUP BY k`},
 }
 
 var (
@@ -148,6 +155,9 @@ func TestSQLAgreesWithDuckDB(t *testing.T) {
 	if err := d.exec(ctx, `CREATE TABLE p (id VARCHAR, k VARCHAR, v BIGINT, f DOUBLE, ts TIMESTAMP)`); err != nil {
 		t.Fatal(err)
 	}
+	if err := d.exec(ctx, `CREATE VIEW q AS SELECT * FROM p`); err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range rows {
 		q := fmt.Sprintf(`INSERT INTO p VALUES ('%s', %s, %s, %s, TIMESTAMP '%s')`, r.ID, sqlStr(r.K), sqlInt(r.V), sqlFloat(r.F), strings.TrimSuffix(strings.Replace(r.TS, "T", " ", 1), "Z"))
 		if err := d.exec(ctx, q); err != nil {
@@ -156,7 +166,7 @@ func TestSQLAgreesWithDuckDB(t *testing.T) {
 	}
 	for _, c := range corpus {
 		t.Run(c.name, func(t *testing.T) {
-			text := fmt.Sprintf("CREATE SOURCE p (id text, k text, v bigint, f double precision, ts timestamp)\n  WITH (connector = 'files', path = '%s', max_files_per_trigger = '1');\nCREATE SINK out WITH (connector = 'console', output_mode = '%s') AS\n%s;\n", in, c.mode, c.sql)
+			text := fmt.Sprintf("CREATE SOURCE p (id text, k text, v bigint, f double precision, ts timestamp)\n  WITH (connector = 'files', path = '%[1]s', max_files_per_trigger = '1');\nCREATE SOURCE q (id text, k text, v bigint, f double precision, ts timestamp)\n  WITH (connector = 'files', path = '%[1]s', max_files_per_trigger = '1');\nCREATE SINK out WITH (connector = 'console', output_mode = '%[2]s') AS\n%[3]s;\n", in, c.mode, c.sql)
 			p, err := oncesql.Compile(text, oncesql.WithTrigger(engine.AvailableNow()), oncesql.WithCheckpointRoot(t.TempDir()))
 			if err != nil {
 				t.Fatal(err)

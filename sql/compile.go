@@ -22,6 +22,13 @@ type sourceDef struct {
 	wm        *wmDef
 	connector string
 	opts      *options
+	// table is a CREATE TABLE … PRIMARY KEY: a changelog that a stream
+	// joins (JoinTable), keyed by keys, deleteWhen its tombstone.
+	table      bool
+	keys       []string
+	declared   []string
+	deleteWhen batch.Expr
+	tombstones bool
 }
 
 type wmDef struct {
@@ -38,6 +45,8 @@ type op struct {
 	// the engine refuses.
 	items    []item
 	stateful *Operator
+	// join, for a join step, builds the right side and joins it.
+	join *joinSpec
 	// watermark is set on the source's WithWatermark, which a query
 	// without a stateful operator leaves out (it would only force the
 	// time column to the output).
@@ -64,8 +73,12 @@ type Operator struct {
 // names of the columns it outputs.
 type compiled struct {
 	src  *sourceDef
+	srcs []*sourceDef // every source and table read, src first
 	ops  []op
 	cols []string
+	// qual maps, after a join, each FROM alias's columns to their names in
+	// cols (the engine's clash rule: left_x, right_x).
+	qual map[string]map[string]string
 	// top is a RANK() column of this block waiting for the enclosing
 	// block's WHERE (see topn.go).
 	top *pendingTop
@@ -123,7 +136,11 @@ func (c *compiler) compileSelect(sel *pg.SelectStmt, at int32) (*compiled, error
 		return nil, c.errAt(firstTargetLoc(sel, at), true, "a query needs FROM with a source")
 	}
 	if len(sel.FromClause) > 1 {
-		return nil, c.errAt(fromLoc(sel.FromClause[1]), true, "a second FROM item (a cross join) is not supported: joins are not yet supported; FROM takes one source, window function or subquery")
+		return nil, c.errAt(fromLoc(sel.FromClause[1]), true, "a second FROM item (a cross join) is not supported: write FROM a JOIN b ON a.k = b.k")
+	}
+	sel, err := c.existsToSemiJoin(sel)
+	if err != nil {
+		return nil, err
 	}
 	q, win, err := c.compileFrom(sel.FromClause[0])
 	if err != nil {
@@ -140,7 +157,7 @@ func (c *compiler) compileSelect(sel *pg.SelectStmt, at int32) (*compiled, error
 			return nil, c.errAt(fc.Location, true, "RANK() OVER beside %s: aggregate the windows in a subquery, then rank its rows", strings.ToUpper(win.kind))
 		}
 		if sel.WhereClause != nil {
-			sc := &scope{c: c, cols: q.cols}
+			sc := &scope{c: c, cols: q.cols, qual: q.qual}
 			e, err := sc.expr(sel.WhereClause)
 			if err != nil {
 				return nil, err
@@ -150,7 +167,7 @@ func (c *compiler) compileSelect(sel *pg.SelectStmt, at int32) (*compiled, error
 		return c.compileRank(sel, q, at, rt, fc)
 	}
 	if sel.WhereClause != nil {
-		sc := &scope{c: c, cols: q.cols}
+		sc := &scope{c: c, cols: q.cols, qual: q.qual}
 		e, err := sc.expr(sel.WhereClause)
 		if err != nil {
 			return nil, err
@@ -179,6 +196,9 @@ func (c *compiler) compileFrom(n *pg.Node) (*compiled, *window, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		if src.table {
+			return nil, nil, c.errAt(rv.Location, true, "table %s is read by a stream–table join only: write FROM stream JOIN %s ON stream.k = %s.%s", src.name, src.name, src.name, strings.Join(src.keys, ""))
+		}
 		return c.start(src), nil, nil
 	case n.GetRangeSubselect() != nil:
 		rs := n.GetRangeSubselect()
@@ -191,7 +211,8 @@ func (c *compiler) compileFrom(n *pg.Node) (*compiled, *window, error) {
 	case n.GetRangeFunction() != nil:
 		return c.compileWindowFunc(n.GetRangeFunction())
 	case n.GetJoinExpr() != nil:
-		return nil, nil, c.errAt(fromLoc(n.GetJoinExpr().Larg), true, "joins are not yet supported: the engine has no join operator yet; FROM takes one source, window function or subquery")
+		q, err := c.compileJoin(n.GetJoinExpr())
+		return q, nil, err
 	}
 	return nil, nil, c.errAt(-1, true, "unsupported FROM item %T", n.Node)
 }
@@ -210,9 +231,26 @@ func (c *compiler) source(name string, loc int32) (*sourceDef, error) {
 }
 
 func (c *compiler) start(src *sourceDef) *compiled {
-	q := &compiled{src: src}
+	q := &compiled{src: src, srcs: []*sourceDef{src}}
 	for _, f := range src.schema.Fields() {
 		q.cols = append(q.cols, f.Name)
+	}
+	if src.table {
+		// A table keeps its declared columns (a kafka table drops the
+		// record's metadata); with tombstones its one key comes from the
+		// record key when the value is null.
+		if src.tombstones && len(src.keys) == 1 {
+			k := src.keys[0]
+			q.ops = append(q.ops, op{desc: fmt.Sprintf("%s from the record key when null (tombstones)", k), at: src.at, apply: func(s *engine.Stream) *engine.Stream {
+				return s.WithColumn(k, batch.Coalesce(batch.Col(k), batch.Cast(batch.Col("key"), arrow.BinaryTypes.String)))
+			}})
+		}
+		var named []batch.Named
+		for _, d := range src.declared {
+			named = append(named, batch.As(batch.Col(d), d))
+		}
+		q.ops = append(q.ops, op{desc: "select " + strings.Join(src.declared, ", "), at: src.at, apply: func(s *engine.Stream) *engine.Stream { return s.Select(named...) }})
+		q.cols = slices.Clone(src.declared)
 	}
 	if src.wm != nil {
 		wm := *src.wm
@@ -353,7 +391,7 @@ func (c *compiler) claimID(id string, loc int32) error {
 }
 
 func (c *compiler) compileProjection(sel *pg.SelectStmt, q *compiled, at int32) (*compiled, error) {
-	sc := &scope{c: c, cols: q.cols}
+	sc := &scope{c: c, cols: q.cols, qual: q.qual}
 	named, items, cols, err := c.targets(sel, sc, q.cols)
 	if err != nil {
 		return nil, err
@@ -363,7 +401,7 @@ func (c *compiler) compileProjection(sel *pg.SelectStmt, q *compiled, at int32) 
 		q.ops = append(q.ops, op{desc: "batch id as " + name, at: c.userAt(at), apply: func(s *engine.Stream) *engine.Stream { return s.WithBatchIDColumn(name) }})
 	}
 	q.ops = append(q.ops, selectOp(named, items))
-	q.cols = cols
+	q.cols, q.qual = cols, nil
 	if len(sel.DistinctClause) > 0 {
 		if sel.DistinctClause[0] != nil && sel.DistinctClause[0].Node != nil {
 			return nil, c.errAt(exprLoc(sel.DistinctClause[0]), true, "DISTINCT ON is not supported: use SELECT DISTINCT over the key columns")
@@ -478,6 +516,11 @@ func (c *compiler) compileAggregate(sel *pg.SelectStmt, q *compiled, win *window
 			return nil, c.errAt(exprLoc(g), true, "GROUP BY takes column names: compute an expression in a subquery in FROM and group by its alias")
 		}
 		name := cr.Fields[len(cr.Fields)-1].GetString_().Sval
+		if len(cr.Fields) == 2 && q.qual != nil {
+			if m, ok := q.qual[cr.Fields[0].GetString_().GetSval()]; ok && m[name] != "" {
+				name = m[name]
+			}
+		}
 		if win != nil && name == "window_start" {
 			hasStart = true
 			continue
@@ -516,7 +559,7 @@ func (c *compiler) compileAggregate(sel *pg.SelectStmt, q *compiled, win *window
 		outCols = append(outCols, "window_start", "window_end")
 	}
 	outCols = append(outCols, keys...)
-	sc := &scope{c: c, cols: q.cols, grouped: true, keys: outCols, aggNames: map[string]bool{}}
+	sc := &scope{c: c, cols: q.cols, qual: q.qual, grouped: true, keys: outCols, aggNames: map[string]bool{}}
 	for _, k := range outCols {
 		sc.aggNames[k] = true
 	}
@@ -585,7 +628,7 @@ func (c *compiler) compileAggregate(sel *pg.SelectStmt, q *compiled, win *window
 		q.ops = append(q.ops, op{desc: "batch id as " + name, at: c.userAt(at), apply: func(s *engine.Stream) *engine.Stream { return s.WithBatchIDColumn(name) }})
 	}
 	q.ops = append(q.ops, selectOp(named, items))
-	q.cols = cols
+	q.cols, q.qual = cols, nil
 	return q, nil
 }
 

@@ -29,8 +29,8 @@ import (
 // option no connector reads fails the compilation, naming those it has.
 
 var (
-	sourceConnectors = "kafka, files or rate"
-	sinkConnectors   = "kafka, files, postgres or console"
+	sourceConnectors = "kafka, files, rate or iceberg"
+	sinkConnectors   = "kafka, files, postgres, iceberg or console"
 	commonSinkOpts   = []string{"connector", "trigger", "output_mode", "checkpoint", "state_partitions", "min_batches_to_retain", "snapshot_every"}
 )
 
@@ -78,7 +78,13 @@ func (c *compiler) sourceSchema(src *sourceDef, fields []arrow.Field) (*arrow.Sc
 		}
 		return s, o.unknown()
 	case "iceberg":
-		return nil, c.errAt(o.vals["connector"].loc, true, "source %s: connector iceberg is not yet supported; the source connectors are %s", src.name, sourceConnectors)
+		if len(fields) == 0 {
+			return nil, c.errAt(-1, false, "source %s: declare the columns of the table", src.name)
+		}
+		if _, _, _, err := icebergSourceOptions(src); err != nil {
+			return nil, err
+		}
+		return arrow.NewSchema(fields, nil), o.unknown()
 	case "":
 		return nil, c.errAt(-1, false, "source %s: option connector is required (%s)", src.name, sourceConnectors)
 	}
@@ -134,6 +140,9 @@ func kafkaSourceOptions(src *sourceDef) ([]kafka.Option, error) {
 		return nil, err
 	}
 	out = append(out, kafka.WithFailOnDataLoss(fail))
+	if src.tombstones {
+		out = append(out, kafka.WithTombstones())
+	}
 	if o.has("dead_letter_topic") {
 		out = append(out, kafka.WithDeadLetterTopic(o.str("dead_letter_topic", "")))
 	}
@@ -225,10 +234,8 @@ func rateOptions(src *sourceDef) ([]rate.Option, error) {
 
 func checkSinkConnector(c *compiler, s *Sink) error {
 	switch s.Connector {
-	case "kafka", "files", "postgres", "console":
+	case "kafka", "files", "postgres", "console", "iceberg":
 		return nil
-	case "iceberg":
-		return c.errAt(s.opts.vals["connector"].loc, true, "sink %s: connector iceberg is not yet supported; the sink connectors are %s", s.Name, sinkConnectors)
 	case "":
 		return c.errAt(-1, false, "sink %s: option connector is required (%s)", s.Name, sinkConnectors)
 	}
@@ -366,6 +373,8 @@ func sinkOpener(s *Sink, _ *config) (func(ctx context.Context, cfg *config) (eng
 			}
 			return sk, closer, nil
 		}, nil
+	case "iceberg":
+		return icebergSinkOpener(s)
 	case "console":
 		n, err := o.int64("max_rows", 20)
 		if err != nil {
@@ -386,7 +395,7 @@ func (c *config) stdout() io.Writer {
 }
 
 // openSource opens a source for one query.
-func openSource(src *sourceDef, cfg *config) (engine.Source, func() error, error) {
+func openSource(ctx context.Context, src *sourceDef, cfg *config) (engine.Source, func() error, error) {
 	switch src.connector {
 	case "kafka":
 		opts, err := kafkaSourceOptions(src)
@@ -424,6 +433,8 @@ func openSource(src *sourceDef, cfg *config) (engine.Source, func() error, error
 			return nil, nil, err
 		}
 		return r, func() error { return nil }, nil
+	case "iceberg":
+		return openIcebergSource(ctx, src)
 	}
 	return nil, nil, fmt.Errorf("sql: source %s: connector %q", src.name, src.connector)
 }
@@ -491,11 +502,18 @@ func (p *Program) Open(ctx context.Context, sink string, opts ...Option) (*Query
 		return fail(err)
 	}
 	q.closers = append(q.closers, store.Close)
-	src, closeSrc, err := openSource(s.q.src, &cfg)
-	if err != nil {
-		return fail(err)
+	srcs := map[string]engine.Source{}
+	for _, sd := range s.q.srcs {
+		if _, ok := srcs[sd.name]; ok {
+			continue
+		}
+		src, closeSrc, err := openSource(ctx, sd, &cfg)
+		if err != nil {
+			return fail(err)
+		}
+		q.closers = append(q.closers, closeSrc)
+		srcs[sd.name] = src
 	}
-	q.closers = append(q.closers, closeSrc)
 	out := cfg.sink
 	if out == nil {
 		open, err := sinkOpener(s, &cfg)
@@ -522,7 +540,7 @@ func (p *Program) Open(ctx context.Context, sink string, opts ...Option) (*Query
 	if g, ok := out.(engine.GuaranteeReporter); ok && g.Guarantee() == engine.AtLeastOnce {
 		eo = append(eo, engine.WithAtLeastOnce())
 	}
-	eq, err := engine.NewQuery(s.stream(src, len(s.q.ops)), append(eo, cfg.engineOpts...)...)
+	eq, err := engine.NewQuery(s.stream(srcs, len(s.q.ops)), append(eo, cfg.engineOpts...)...)
 	if err != nil {
 		return fail(err)
 	}

@@ -12,6 +12,10 @@ const srcDecl = `CREATE SOURCE p (id text, k text, v bigint, ts timestamp,
   WITH (connector = 'files', path = '/nonexistent', format = 'json');
 `
 
+const qDecl = "CREATE SOURCE q (k text, w bigint, ts timestamp, WATERMARK FOR ts AS ts - INTERVAL '5 seconds') WITH (connector = 'files', path = '/nonexistent');\n"
+
+const tDecl = "CREATE TABLE t (k text, name text, PRIMARY KEY (k)) WITH (connector = 'files', path = '/nonexistent');\n"
+
 // Every planning error names the line and column of the construct and
 // says what is supported instead.
 func TestErrorsNameLineAndColumn(t *testing.T) {
@@ -25,7 +29,17 @@ func TestErrorsNameLineAndColumn(t *testing.T) {
 		"unknown column":             {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k, nope FROM p;", "5:11", `column "nope" does not exist`, false},
 		"unknown source":             {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM q;", "5:15", `unknown source "q"`, false},
 		"order by":                   {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM p ORDER BY k;", "5:26", "ORDER BY is not supported", true},
-		"join":                       {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT 1 AS x FROM p JOIN p AS p2 ON p.k = p2.k;", "5:20", "joins are not yet supported", true},
+		"self join":                  {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT 1 AS x FROM p JOIN p AS p2 ON p.k = p2.k;", "5:27", "a self-join is not supported", true},
+		"join non-equi":              {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p JOIN q ON p.k < q.k;", "6:29", "< in a join condition is not supported", true},
+		"join or":                    {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p JOIN q ON p.k = q.k OR p.v = q.w;", "6:29", "OR and NOT in a join condition are not supported", true},
+		"join two ranges":            {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p JOIN q ON p.k = q.k AND q.ts BETWEEN p.ts AND p.ts + INTERVAL '1 minute'\n  AND p.ts BETWEEN q.ts AND q.ts + INTERVAL '1 minute';", "7:7", "a second time range", true},
+		"join no key":                {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p JOIN q ON q.ts BETWEEN p.ts AND p.ts + INTERVAL '1 minute';", "6:29", "at least one equality", true},
+		"join ambiguous":             {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM p JOIN q ON p.k = q.k;", "6:8", `column "k" is on both sides of the join: write p.k`, false},
+		"exists shape":               {srcDecl + qDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p WHERE EXISTS (SELECT 1 FROM q);", "6:25", "EXISTS compiles to a semi join when", true},
+		"tombstones key type":        {"CREATE TABLE r (id bigint, x text, PRIMARY KEY (id)) WITH (connector = 'kafka', brokers = 'b:1', topics = 't', tombstones = 'true');", "1:112", "declare id text", false},
+		"right join table":           {srcDecl + tDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p RIGHT JOIN t ON p.k = t.k;", "6:30", "a stream–table join is INNER or LEFT", true},
+		"table join not its key":     {srcDecl + tDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT p.k FROM p JOIN t ON p.k = t.name;", "6:29", "must equal its primary key (k)", false},
+		"table read as a stream":     {srcDecl + tDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k FROM t;", "6:15", "read by a stream–table join only", true},
 		"window function":            {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT k, row_number() OVER (PARTITION BY k) AS r FROM p;", "5:11", "use SELECT DISTINCT", true},
 		"not grouped":                {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='update') AS\nSELECT k, v, count(*) AS n FROM p GROUP BY k;", "5:11", `column "v" must appear in GROUP BY`, false},
 		"unknown function":           {srcDecl + "CREATE SINK o WITH (connector='console') AS\nSELECT md5(k) AS h FROM p;", "5:8", "function md5 is not supported; the functions are", true},
@@ -35,8 +49,9 @@ func TestErrorsNameLineAndColumn(t *testing.T) {
 		"tumble without window keys": {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='append') AS\nSELECT k, count(*) AS n\nFROM TUMBLE(p, ts, INTERVAL '1 minute') GROUP BY k;", "6:6", "needs GROUP BY window_start, window_end", true},
 		"output mode refused":        {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='append') AS\nSELECT k, count(*) AS n FROM p GROUP BY k;", "5:8", "append output mode with an aggregation needs an event-time window", false},
 		"unknown option":             {srcDecl + "CREATE SINK o WITH (connector='console', outputmode='update') AS\nSELECT k FROM p;", "4:42", "unknown option outputmode", false},
-		"iceberg":                    {srcDecl + "CREATE SINK o WITH (connector='iceberg') AS\nSELECT k FROM p;", "4:21", "iceberg is not yet supported", true},
-		"changelog table":            {"CREATE TABLE rates (cur text, rate double precision, PRIMARY KEY (cur)) WITH (connector='kafka');", "1:14", "not yet supported", true},
+		"iceberg partition":          {srcDecl + "CREATE SINK o WITH (connector='iceberg', catalog_uri='sqlite:/x.db', table='db.t',\n  partition_by='month(ts)') AS\nSELECT k, ts FROM p;", "5:3", "a partition is a column, day(col), hour(col) or bucket(n, col)", false},
+		"iceberg update needs keys":  {srcDecl + "CREATE SINK o WITH (connector='iceberg', catalog_uri='sqlite:/x.db', table='db.t', output_mode='update') AS\nSELECT k, count(*) AS n FROM p GROUP BY k;", "4:84", "option key_columns is required", false},
+		"table without key":          {"CREATE TABLE rates (cur text, rate double precision) WITH (connector='kafka');", "1:14", "without PRIMARY KEY", true},
 		"unset env":                  {srcDecl + "CREATE SINK o WITH (connector='postgres', dsn='${ONCEFLOW_SQL_TEST_UNSET}', table='t') AS\nSELECT k FROM p;", "4:43", "ONCEFLOW_SQL_TEST_UNSET is not set", false},
 		"bad type":                   {"CREATE SOURCE s (a numeric(10,2)) WITH (connector='files', path='/x');", "1:20", "type numeric is not supported", true},
 		"duplicate operator id":      {srcDecl + "CREATE SINK o WITH (connector='console', output_mode='update') AS\nSELECT /*+ id('x') */ k, count(*) AS n FROM (SELECT /*+ id('x') */ DISTINCT k, v FROM p) AS d GROUP BY k;", "5:23", `operator id "x" is used at line 5:77 too`, false},

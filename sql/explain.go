@@ -18,6 +18,7 @@ var guarantees = map[string]string{
 	"files":    "exactly-once: Parquet files listed in _onceflow_log/N, put-if-absent",
 	"postgres": "exactly-once: the rows and the batch id in one PostgreSQL transaction",
 	"console":  "at-least-once: a re-run batch is printed again, marked as a repeat",
+	"iceberg":  "exactly-once: one Iceberg snapshot per batch, its batch id in the commit (found, not re-appended, on a re-run)",
 }
 
 // Explain prints the plan of every sink: its connector and guarantee, its
@@ -46,11 +47,23 @@ func (p *Program) Explain(ctx context.Context, w io.Writer, root string) error {
 		} else {
 			fmt.Fprintf(w, "  checkpoint:  %s\n", p.scrub(storage.Redact(loc)))
 		}
-		src := s.q.src
-		fmt.Fprintf(w, "  source %s:   %s (%s)\n", src.name, src.connector, src.opts)
-		fmt.Fprintf(w, "    columns:   %s\n", fieldList(src.schema))
+		for _, src := range s.q.srcs {
+			what := "source"
+			if src.table {
+				what = "table"
+			}
+			fmt.Fprintf(w, "  %s %s:   %s (%s)\n", what, src.name, src.connector, src.opts)
+			fmt.Fprintf(w, "    columns:   %s\n", fieldList(src.schema))
+			if src.table {
+				fmt.Fprintf(w, "    primary key: %s", strings.Join(src.keys, ", "))
+				if src.deleteWhen != nil {
+					fmt.Fprintf(w, ", deleted when %s", src.deleteWhen)
+				}
+				fmt.Fprintln(w)
+			}
+		}
 		if loc != "" && err == nil {
-			fmt.Fprintf(w, "    committed: %s\n", p.scrub(p.committed(ctx, loc)))
+			fmt.Fprintf(w, "  committed: %s\n", p.scrub(p.committed(ctx, loc)))
 		}
 		fmt.Fprintf(w, "  steps:\n")
 		for j, o := range s.q.ops {

@@ -18,6 +18,7 @@ import (
 type scope struct {
 	c       *compiler
 	cols    []string
+	qual    map[string]map[string]string // after a join: alias → column → name
 	grouped bool
 	keys    []string // grouped: the columns allowed outside aggregates
 	aggs    []batch.Agg
@@ -138,6 +139,29 @@ func (sc *scope) column(cr *pg.ColumnRef) (batch.Expr, error) {
 		return nil, sc.errAt(cr.Location, true, "qualified names beyond alias.column are not supported")
 	}
 	name := last.GetString_().GetSval()
+	if len(cr.Fields) == 2 && sc.qual != nil {
+		alias := cr.Fields[0].GetString_().GetSval()
+		m, ok := sc.qual[alias]
+		if !ok {
+			return nil, sc.errAt(cr.Location, false, "%s is not a source or alias in FROM", alias)
+		}
+		n, ok := m[name]
+		if !ok {
+			return nil, sc.errAt(cr.Location, false, "%s has no column %q", alias, name)
+		}
+		name = n
+	} else if len(cr.Fields) == 1 && sc.qual != nil && !slices.Contains(sc.cols, name) {
+		var owners []string
+		for a, m := range sc.qual {
+			if _, ok := m[name]; ok {
+				owners = append(owners, a)
+			}
+		}
+		if len(owners) > 1 {
+			slices.Sort(owners)
+			return nil, sc.errAt(cr.Location, false, "column %q is on both sides of the join: write %s.%s (output names left_%s and right_%s)", name, owners[0], name, name, name)
+		}
+	}
 	if sc.grouped && !sc.inAgg {
 		if !slices.Contains(sc.keys, name) {
 			if slices.Contains(sc.cols, name) {

@@ -88,6 +88,11 @@ func (c *compiler) options(stmt string, defs []*pg.Node, lookup func(string) (st
 		if missing != "" {
 			return nil, c.errAt(de.Location, false, "%s: option %s: environment variable %s is not set", stmt, name, missing)
 		}
+		if strings.Contains(v, "@") && strings.Contains(v, "://") {
+			// a URL with user information (an Iceberg catalog on
+			// postgres://user:password@…) is a secret
+			secret = true
+		}
 		o.vals[name] = optVal{v: v, loc: de.Location, secret: secret}
 		o.order = append(o.order, name)
 	}

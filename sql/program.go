@@ -14,6 +14,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"github.com/pganalyze/pg_query_go/v6/parser"
 
+	"github.com/onceflow/onceflow/batch"
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/storage"
@@ -153,15 +154,13 @@ func Compile(text string, opts ...Option) (*Program, error) {
 		switch {
 		case st.GetCreateStmt() != nil:
 			cs := st.GetCreateStmt()
-			if !r.sources[r.orig(int(cs.Relation.Location))] {
-				return nil, c.errAt(cs.Relation.Location, true, "CREATE TABLE (a changelog table for stream–table joins) is not yet supported: joins are not in the engine yet; declare a stream with CREATE SOURCE")
-			}
-			src, err := c.createSource(cs, cfg.lookup)
+			table := !r.sources[r.orig(int(cs.Relation.Location))]
+			src, err := c.createSource(cs, cfg.lookup, table)
 			if err != nil {
 				return nil, err
 			}
 			if _, dup := c.sources[src.name]; dup {
-				return nil, c.errAt(cs.Relation.Location, false, "source %s is created twice", src.name)
+				return nil, c.errAt(cs.Relation.Location, false, "source or table %s is created twice", src.name)
 			}
 			c.sources[src.name] = src
 		case st.GetViewStmt() != nil:
@@ -201,9 +200,9 @@ func withFile(err error, file string) error {
 	return err
 }
 
-func (c *compiler) createSource(cs *pg.CreateStmt, lookup func(string) (string, bool)) (*sourceDef, error) {
+func (c *compiler) createSource(cs *pg.CreateStmt, lookup func(string) (string, bool), table bool) (*sourceDef, error) {
 	name := cs.Relation.Relname
-	src := &sourceDef{name: name, at: c.userAt(cs.Relation.Location)}
+	src := &sourceDef{name: name, at: c.userAt(cs.Relation.Location), table: table}
 	var fields []arrow.Field
 	for _, e := range cs.TableElts {
 		switch {
@@ -244,7 +243,20 @@ func (c *compiler) createSource(cs *pg.CreateStmt, lookup func(string) (string, 
 				continue
 			}
 			if con.Contype == pg.ConstrType_CONSTR_PRIMARY {
-				return nil, c.errAt(con.Location, true, "PRIMARY KEY (a changelog table for joins) is not yet supported: joins are not in the engine yet")
+				if !table {
+					return nil, c.errAt(con.Location, true, "PRIMARY KEY in CREATE SOURCE: a changelog table keyed by its primary key is CREATE TABLE name (…, PRIMARY KEY (k)) WITH (…)")
+				}
+				if src.keys != nil {
+					return nil, c.errAt(con.Location, false, "a second PRIMARY KEY")
+				}
+				for _, k := range con.Keys {
+					kn := k.GetString_().GetSval()
+					if !slices.ContainsFunc(fields, func(f arrow.Field) bool { return f.Name == kn }) {
+						return nil, c.errAt(con.Location, false, "PRIMARY KEY (%s): no such column (declare the columns before the key)", kn)
+					}
+					src.keys = append(src.keys, kn)
+				}
+				continue
 			}
 			return nil, c.errAt(con.Location, true, "table constraints are not supported in CREATE SOURCE; the one clause besides columns is WATERMARK FOR col AS col - INTERVAL '…'")
 		}
@@ -255,6 +267,53 @@ func (c *compiler) createSource(cs *pg.CreateStmt, lookup func(string) (string, 
 	}
 	src.opts = opts
 	src.connector = opts.str("connector", "")
+	if table {
+		if src.keys == nil {
+			return nil, c.errAt(cs.Relation.Location, true, "CREATE TABLE %s without PRIMARY KEY: a table is a changelog keyed by its primary key, CREATE TABLE name (…, PRIMARY KEY (k)) WITH (connector = 'kafka', …); a stream is CREATE SOURCE", name)
+		}
+		if src.connector == "rate" {
+			return nil, c.errAt(opts.vals["connector"].loc, true, "table %s: connector rate is not a changelog; a table reads kafka (a compacted topic) or files", name)
+		}
+		for _, f := range fields {
+			src.declared = append(src.declared, f.Name)
+		}
+		if src.connector == "kafka" {
+			tomb, err := opts.bool("tombstones", false)
+			if err != nil {
+				return nil, err
+			}
+			src.tombstones = tomb
+			if tomb && len(src.keys) == 1 {
+				for _, f := range fields {
+					if f.Name == src.keys[0] && f.Type.ID() != arrow.STRING {
+						return nil, opts.errAt("tombstones", "a tombstone's key is the record key, text: declare %s text", f.Name)
+					}
+				}
+			}
+			if tomb {
+				src.deleteWhen = tableDelete(src.declared, src.keys)
+				if src.deleteWhen == nil {
+					return nil, opts.errAt("tombstones", "table %s has no column besides its key: a tombstone is a row whose other columns are null", name)
+				}
+				for i := range fields {
+					fields[i].Nullable = true
+				}
+			}
+		}
+		if opts.has("delete_when_null") {
+			col := opts.str("delete_when_null", "")
+			if !slices.Contains(src.declared, col) {
+				return nil, opts.errAt("delete_when_null", "%q is not a column of table %s", col, name)
+			}
+			src.deleteWhen = batch.IsNull(batch.Col(col))
+		}
+	} else if opts.has("tombstones") || opts.has("delete_when_null") {
+		k := "tombstones"
+		if !opts.has(k) {
+			k = "delete_when_null"
+		}
+		return nil, opts.errAt(k, "only a CREATE TABLE … PRIMARY KEY (a changelog) deletes rows")
+	}
 	schema, err := c.sourceSchema(src, fields)
 	if err != nil {
 		return nil, err
@@ -377,10 +436,18 @@ func (c *compiler) createSink(vs *pg.ViewStmt, cfg config) (*Sink, error) {
 	return s, nil
 }
 
-// stream builds the sink's query over src.
-func (s *Sink) stream(src engine.Source, upto int) *engine.Stream {
-	st := engine.ReadStream(src)
-	for _, o := range s.q.ops[:upto] {
+// stream builds the sink's query over the opened sources (by name).
+func (s *Sink) stream(srcs map[string]engine.Source, upto int) *engine.Stream {
+	return build(s.q, srcs, upto)
+}
+
+func build(q *compiled, srcs map[string]engine.Source, upto int) *engine.Stream {
+	st := engine.ReadStream(srcs[q.src.name])
+	for _, o := range q.ops[:upto] {
+		if o.join != nil {
+			st = o.join.build(st, build(o.join.right, srcs, len(o.join.right.ops)))
+			continue
+		}
 		st = o.apply(st)
 	}
 	return st
@@ -391,7 +458,10 @@ func (s *Sink) stream(src engine.Source, upto int) *engine.Stream {
 // prefix it refuses names the place; a projection is checked column by
 // column.
 func (c *compiler) validate(s *Sink) error {
-	stub := stubSource{schema: s.q.src.schema}
+	stub := map[string]engine.Source{}
+	for _, src := range s.q.srcs {
+		stub[src.name] = stubSource{schema: src.schema}
+	}
 	check := func(st *engine.Stream, modes ...engine.OutputMode) error {
 		var first error
 		for _, m := range modes {

@@ -66,13 +66,46 @@ for m in "${MODULES[@]}"; do
 done
 go vet ./internal/fault/...
 staticcheck ./internal/fault/...
-for m in "${MODULES[@]}"; do
-	echo "== go test -race: $m" >&2
+# The tests run in two lanes at once: the engine module (whose crash,
+# chaos and scale-out tests mostly wait on processes they kill and
+# restart) beside the other modules and bench, one after another. Each
+# lane's output is printed whole when it ends; a failure in either fails
+# the run.
+logs="$(mktemp -d)"
+lane() { # lane NAME CMD...: run CMD, keep its output and exit code
+	local name="$1"
+	shift
+	("$@") >"$logs/$name.out" 2>&1
+	echo $? >"$logs/$name.rc"
+}
+engine_tests() {
+	echo "== go test -race: ."
 	# shellcheck disable=SC2086
-	(cd "$m" && go test -race -count=1 -timeout 14m -tags "$tags" ${ONCEFLOW_TEST_FLAGS:-} ./...)
+	go test -race -count=1 -timeout 16m -tags "$tags" ${ONCEFLOW_TEST_FLAGS:-} ./...
+}
+plugin_tests() {
+	local m
+	for m in "${MODULES[@]:1}"; do
+		echo "== go test -race: $m"
+		# shellcheck disable=SC2086
+		(cd "$m" && go test -race -count=1 -timeout 14m -tags "$tags" ${ONCEFLOW_TEST_FLAGS:-} ./...) || return 1
+	done
+	# The benchmark module (its own go.mod, with DuckDB): the agreement
+	# checks between streamed and reference results, at small scale.
+	echo "== bench: go vet, go test"
+	(cd bench && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+}
+echo "== go test -race: every module, in two lanes" >&2
+lane engine engine_tests &
+lane plugins plugin_tests &
+wait
+rc=0
+for name in engine plugins; do
+	cat "$logs/$name.out"
+	if [ "$(cat "$logs/$name.rc")" != 0 ]; then
+		echo "FAIL: the $name lane" >&2
+		rc=1
+	fi
 done
-
-# The benchmark module (its own go.mod, with DuckDB): the agreement
-# checks between streamed and reference results, at small scale.
-echo "== bench: go vet, go test" >&2
-(cd bench && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+rm -rf "$logs"
+exit $rc

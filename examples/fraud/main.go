@@ -117,7 +117,7 @@ func run(ctx context.Context, c *cli.Command) error {
 	profilesTopic := fs.String("profiles-topic", "profiles", "compacted topic of customer profiles, keyed by customer id")
 	alertsTopic := fs.String("alerts-topic", "alerts", "topic the alerts go to")
 	blocksTopic := fs.String("blocks-topic", "blocks", "topic the card-block intents go to (the outbox reads it)")
-	outboxURL := fs.String("outbox-url", "", "also run an outbox worker that POSTs each committed block intent to this URL (empty: run `onceflow outbox` beside)")
+	outboxURL := fs.String("outbox-url", "", "run an outbox worker in this program that POSTs each committed block intent to `URL` (empty: none; run onceflow outbox beside it)")
 	maxPerTrigger := fs.Int64("max-offsets-per-trigger", 0, "cap on payment offsets per batch (0: none)")
 	cards := fs.Int("cards", 60, "distinct cards of generated payments")
 	customers := fs.Int("customers", 25, "distinct customers of generated payments")
@@ -134,6 +134,9 @@ func run(ctx context.Context, c *cli.Command) error {
 	c.VerboseFlag("log the driver's steps")
 	if err := c.Parse(); err != nil {
 		return err
+	}
+	if block.Declines < 1 || block.Window <= 0 {
+		return fmt.Errorf("-block-declines %d and -block-window %s must both be positive", block.Declines, block.Window)
 	}
 	addrs := splitList(*brokers)
 	if len(addrs) == 0 {

@@ -7,7 +7,8 @@
 // AddRule adds the rule to any payments stream (examples/fraud runs it on
 // its enriched payments, as a second query beside its alerts); the test
 // runs it end to end: payments → rule → transactional Kafka sink → outbox
-// worker → an HTTP receiver that deduplicates by Idempotency-Key. It is example code, not part of onceflow's API.
+// worker → an HTTP receiver that deduplicates by Idempotency-Key. It is
+// example code, not part of onceflow's API.
 package cardblock
 
 import (

@@ -17,9 +17,14 @@ import (
 )
 
 // DrainIdle is how long the outbox worker waits for another intent, after
-// the queries of a finite trigger have ended, before it considers every
-// committed intent delivered and exits.
-const DrainIdle = 500 * time.Millisecond
+// the queries of a finite trigger have ended, before it exits.
+const DrainIdle = time.Second
+
+// drainRounds bounds the worker runs of a drain: a run that exits with a
+// partition lagging by more than one offset (one is the commit marker of
+// the last transaction; a record and its marker are two) is followed by
+// another, in case its first fetch came late.
+const drainRounds = 3
 
 // outboxRun runs the queries with an outbox worker in the same process:
 // the worker reads the committed block intents (read_committed, from its
@@ -41,10 +46,23 @@ func (o outboxRun) run(ctx context.Context, c *cli.Command, qs ...*engine.Query)
 		if err := c.RunQueries(ctx, qs...); err != nil {
 			return err
 		}
-		if wctx.Err() != nil {
-			return nil // stopped by a signal
+		for range drainRounds {
+			if wctx.Err() != nil {
+				return nil // stopped by a signal
+			}
+			st, err := o.work(wctx, outbox.WithIdleExit(DrainIdle))
+			if err != nil {
+				return err
+			}
+			behind := false
+			for _, lag := range st.Lag {
+				behind = behind || lag > 1
+			}
+			if !behind {
+				return nil
+			}
 		}
-		return o.work(wctx, outbox.WithIdleExit(DrainIdle))
+		return nil
 	}
 	// A continuous trigger: the worker beside the queries; the failure of
 	// either side stops the other.
@@ -52,7 +70,7 @@ func (o outboxRun) run(ctx context.Context, c *cli.Command, qs ...*engine.Query)
 	defer cancel()
 	werr := make(chan error, 1)
 	go func() {
-		err := o.work(wctx)
+		_, err := o.work(wctx)
 		if err != nil {
 			cancel()
 		}
@@ -67,18 +85,18 @@ func (o outboxRun) run(ctx context.Context, c *cli.Command, qs ...*engine.Query)
 }
 
 // work runs one worker until ctx ends (nil) or, with extra options such as
-// WithIdleExit, until it returns by itself.
-func (o outboxRun) work(ctx context.Context, extra ...outbox.Option) error {
+// WithIdleExit, until it returns by itself, and returns its figures.
+func (o outboxRun) work(ctx context.Context, extra ...outbox.Option) (outbox.Stats, error) {
 	w, err := outbox.New(slices.Concat(o.opts, extra)...)
 	if err != nil {
-		return err
+		return outbox.Stats{}, err
 	}
 	defer w.Close()
 	err = w.Run(ctx)
 	st := w.Stats()
 	fmt.Fprintf(o.stderr, "fraud-outbox: delivered %d, failed attempts %d, dead-lettered %d\n", st.Delivered, st.FailedAttempts, st.DeadLettered)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil // stopped: the checkpoint holds the position
+		return st, nil // stopped: the checkpoint holds the position
 	}
-	return err
+	return st, err
 }

@@ -4,10 +4,11 @@
 // timer expires them, and every block is an intent row for the outbox
 // (package outbox) to deliver, never an HTTP call from the query.
 //
-// AddRule adds the rule to any payments stream (examples/fraud can fold it
-// in); the test runs it end to end: payments → rule → transactional Kafka
-// sink → outbox worker → an HTTP receiver that deduplicates by
-// Idempotency-Key. It is example code, not part of onceflow's API.
+// AddRule adds the rule to any payments stream (examples/fraud runs it on
+// its enriched payments, as a second query beside its alerts); the test
+// runs it end to end: payments → rule → transactional Kafka sink → outbox
+// worker → an HTTP receiver that deduplicates by Idempotency-Key. It is
+// example code, not part of onceflow's API.
 package cardblock
 
 import (

@@ -17,6 +17,7 @@ type Payment struct {
 	CustomerID  string `json:"customer_id"`
 	MerchantID  string `json:"merchant_id"`
 	AmountCents int64  `json:"amount_cents"`
+	Status      string `json:"status"`
 	TS          string `json:"ts"`
 }
 
@@ -29,8 +30,10 @@ type Profile struct {
 // Generator draws payments and profiles from Seed: card c-i belongs to
 // customer u-(i % Customers); payments are 1.5 s apart in event time from
 // 2026-11-30T10:00Z, with bursts of one card at one merchant after another
-// so that some windows break the rules; every customer has a profile and
-// every fifth is then deleted (a tombstone).
+// so that some windows break the rules; a payment of a burst is declined
+// one time in three (a stolen card being tried), any other one time in
+// twenty, so that some cards reach the block rule; every customer has a
+// profile and every fifth is then deleted (a tombstone).
 type Generator struct {
 	Payments, Cards, Customers, Merchants int
 	Seed                                  uint64
@@ -43,22 +46,27 @@ var Base = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 func (g Generator) MakePayments(from, n int) []Payment {
 	rng := rand.New(rand.NewPCG(g.Seed, uint64(from)))
 	out := make([]Payment, 0, n)
-	burst, card := 0, 0
+	burst, card, declines := 0, 0, 20
 	for i := from; i < from+n; i++ {
 		if burst == 0 {
 			card = rng.IntN(max(g.Cards, 1))
-			burst = 1
+			burst, declines = 1, 20
 			if rng.IntN(10) == 0 {
-				burst = 6 + rng.IntN(10)
+				burst, declines = 6+rng.IntN(10), 3
 			}
 		}
 		burst--
+		status := "approved"
+		if rng.IntN(declines) == 0 {
+			status = Declined
+		}
 		out = append(out, Payment{
 			PaymentID:   fmt.Sprintf("p-%d", i),
 			CardID:      fmt.Sprintf("c-%d", card),
 			CustomerID:  fmt.Sprintf("u-%d", card%max(g.Customers, 1)),
 			MerchantID:  fmt.Sprintf("m-%d", rng.IntN(max(g.Merchants, 1))),
 			AmountCents: 100 + rng.Int64N(60_000),
+			Status:      status,
 			TS:          Base.Add(time.Duration(i) * 1500 * time.Millisecond).Format("2006-01-02T15:04:05.000Z"),
 		})
 	}

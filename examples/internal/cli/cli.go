@@ -189,22 +189,73 @@ func (c *Command) close() error {
 // to stderr: "name: batch <id>: <describe(p)>, <ms> ms". opts are the
 // program's own query options.
 func (c *Command) Run(ctx context.Context, stream *engine.Stream, sink engine.Sink, describe func(engine.Progress) string, opts ...engine.Option) error {
+	q, err := c.Query("", c.checkpointSt, stream, sink, describe, opts...)
+	if err != nil {
+		return err
+	}
+	return c.RunQueries(ctx, q)
+}
+
+// Query builds a query of stream into sink as Run does, but named
+// "<program>-<name>" (the program's name when name is empty), checkpointed
+// in cp (a Sub of Checkpoint, say) and not run: a program with several
+// queries builds each and runs them together with RunQueries. Its progress
+// lines read "<program>-<name>: batch <id>: …".
+func (c *Command) Query(name string, cp storage.Store, stream *engine.Stream, sink engine.Sink, describe func(engine.Progress) string, opts ...engine.Option) (*engine.Query, error) {
+	full, logger := c.name, c.logger
+	if name != "" {
+		full += "-" + name
+		logger = logger.With("query", full)
+	}
 	all := []engine.Option{
-		engine.WithName(c.name),
-		engine.WithCheckpoint(c.checkpointSt),
+		engine.WithName(full),
+		engine.WithCheckpoint(cp),
 		engine.WithSink(sink),
 		engine.WithTrigger(c.trig),
-		engine.WithLogger(c.logger),
+		engine.WithLogger(logger),
 		engine.WithProgressListener(func(p engine.Progress) {
-			fmt.Fprintf(c.stderr, "%s: batch %d: %s, %d ms\n", c.name, p.BatchID, describe(p), p.BatchDurationMs)
+			fmt.Fprintf(c.stderr, "%s: batch %d: %s, %d ms\n", full, p.BatchID, describe(p), p.BatchDurationMs)
 		}),
 	}
 	if c.retain != nil {
 		all = append(all, engine.WithMinBatchesToRetain(*c.retain))
 	}
-	q, err := engine.NewQuery(stream, append(all, opts...)...)
-	if err != nil {
-		return err
+	return engine.NewQuery(stream, append(all, opts...)...)
+}
+
+// Checkpoint is the -checkpoint store, once OpenCheckpoint has opened it.
+func (c *Command) Checkpoint() storage.Store { return c.checkpointSt }
+
+// Finite reports whether the -trigger ends by itself (once, available-now):
+// the queries return once they have processed what was there.
+func (c *Command) Finite() bool {
+	s := c.trig.String()
+	return s == "once" || s == "available-now"
+}
+
+// RunQueries runs the queries side by side, each until it ends by itself
+// or SIGTERM or SIGINT stops it (engine.RunUntilSignal: every query
+// commits its batch in flight), and returns when all have returned. When
+// one fails, the others are cancelled (their batch in flight is re-run on
+// restart) and the first error is returned.
+func (c *Command) RunQueries(ctx context.Context, qs ...*engine.Query) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(qs))
+	for _, q := range qs {
+		go func() {
+			err := engine.RunUntilSignal(ctx, q)
+			if err != nil {
+				cancel()
+			}
+			errs <- err
+		}()
 	}
-	return engine.RunUntilSignal(ctx, q)
+	var first error
+	for range qs {
+		if err := <-errs; err != nil && (first == nil || errors.Is(first, context.Canceled)) {
+			first = err
+		}
+	}
+	return first
 }

@@ -2,11 +2,22 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/source/rate"
+	"github.com/onceflow/onceflow/storage"
 )
 
 func newTestCommand(args ...string) (*Command, *bytes.Buffer) {
@@ -84,5 +95,85 @@ func TestLandSaysHowManyFilesItWroteAndNothingWithoutGenerate(t *testing.T) {
 	}
 	if err := c.Land(t.TempDir()); err != nil || stderr.Len() != 0 {
 		t.Errorf("Land without -generate: %v, stderr %q; want nothing", err, stderr.String())
+	}
+}
+
+// failingSink fails every batch.
+type failingSink struct{ *memsink.Sink }
+
+var errBoom = errors.New("boom")
+
+func (failingSink) AddBatch(context.Context, int64, *arrow.Schema, []arrow.RecordBatch) error {
+	return errBoom
+}
+
+// lockedBuffer is a stderr that two queries' progress lines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestRunQueriesStopsTheOthersWhenOneFails(t *testing.T) {
+	c, _ := newTestCommand("-trigger", "20ms")
+	stderr := &lockedBuffer{}
+	c.stderr = stderr
+	c.TriggerFlag()
+	if err := c.Parse(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Finite() {
+		t.Fatal("a 20ms trigger reads as finite")
+	}
+	query := func(name string, sink engine.Sink) *engine.Query {
+		src, err := rate.New(rate.WithRowsPerSecond(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := c.Query(name, cp, engine.ReadStream(src), sink, func(engine.Progress) string { return "ok" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.RunQueries(ctx, query("good", memsink.New("good")), query("bad", failingSink{memsink.New("bad")}))
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("RunQueries: %v, want the failing query's error", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("RunQueries returned only at the deadline")
+	}
+	if out := stderr.String(); strings.Contains(out, "test-bad: batch") {
+		t.Errorf("a batch of test-bad committed: %q", out)
+	}
+}
+
+func TestFiniteTriggers(t *testing.T) {
+	for trig, want := range map[string]bool{"once": true, "available-now": true, "1s": false} {
+		c, _ := newTestCommand("-trigger", trig)
+		c.TriggerFlag()
+		if err := c.Parse(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Finite() != want {
+			t.Errorf("-trigger %s: Finite %t, want %t", trig, !want, want)
+		}
 	}
 }

@@ -28,8 +28,9 @@ import (
 // other point, per operator, the restart runs on another machine: the
 // pebble working directory is deleted after the kill, so the state comes
 // back from the uploaded SSTs and the deltas after them (the two operators
-// take complementary points, so each point is run both ways); there the restart is killed again at the point's 5th
-// hit, when uploaded snapshots exist, and the working copy deleted again.
+// take complementary points, so each point is run both ways); there the
+// restart is killed again at the point's 5th hit, when uploaded snapshots
+// exist, and the working copy is deleted again.
 //
 //	cd statestore/pebblestore && go test -race -tags onceflow_faults -count=1 -run TestCrashOnPebble ./
 func TestCrashOnPebble(t *testing.T) {

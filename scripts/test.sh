@@ -75,8 +75,9 @@ logs="$(mktemp -d)"
 lane() { # lane NAME CMD...: run CMD, keep its output and exit code
 	local name="$1"
 	shift
-	("$@") >"$logs/$name.out" 2>&1
-	echo $? >"$logs/$name.rc"
+	local rc=0
+	("$@") >"$logs/$name.out" 2>&1 || rc=$?
+	echo "$rc" >"$logs/$name.rc"
 }
 engine_tests() {
 	echo "== go test -race: ."

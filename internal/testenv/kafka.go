@@ -69,17 +69,21 @@ func KafkaProduceTxn(t testing.TB, c *kafkadev.Cluster, txnID string, commit boo
 
 // KafkaReadCommitted reads every committed record of topic with a
 // read_committed consumer, returning them in partition, offset order. It
-// stops after a poll that brings nothing for quiet (default 300ms).
+// stops after a poll that brings nothing for quiet (default 300ms) once
+// every partition holding data below its last stable offset has returned
+// a record, or, for partitions that return none (all of their data may be
+// aborted), after unseenWait more: on a busy machine one partition's fetch
+// can come well after another's, and a quiet gap alone would cut it off.
 func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet time.Duration) []*kgo.Record {
 	t.Helper()
 	if quiet <= 0 {
 		quiet = 300 * time.Millisecond
 	}
-	// On a busy machine the first fetch alone can outlast quiet: when the
-	// topic holds anything below its last stable offset, the first record
-	// gets firstWait instead, so a slow start is not read as an empty topic.
+	need := stablePartitions(t, c, topic)
+	// The first record of a topic with data gets firstWait, so a slow
+	// start is not read as an empty topic.
 	wait := quiet
-	if hasStableData(t, c, topic) {
+	if len(need) > 0 {
 		wait = max(quiet, firstWait)
 	}
 	cl := KafkaClient(t, c,
@@ -88,6 +92,8 @@ func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet t
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	var out []*kgo.Record
+	seen := map[int32]bool{}
+	var unseenSince time.Time
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		fs := cl.PollFetches(ctx)
@@ -98,8 +104,21 @@ func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet t
 			}
 		}
 		n := 0
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r); n++ })
-		if n == 0 {
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r); seen[r.Partition] = true; n++ })
+		if n > 0 {
+			wait = quiet
+			continue
+		}
+		missing := false
+		for p := range need {
+			missing = missing || !seen[p]
+		}
+		if !missing || len(out) == 0 {
+			break
+		}
+		if unseenSince.IsZero() {
+			unseenSince = time.Now()
+		} else if time.Since(unseenSince) > unseenWait {
 			break
 		}
 		wait = quiet
@@ -115,12 +134,17 @@ func KafkaReadCommitted(t testing.TB, c *kafkadev.Cluster, topic string, quiet t
 }
 
 // firstWait bounds how long KafkaReadCommitted waits for the first record
-// of a topic that has data below its last stable offset.
-const firstWait = 10 * time.Second
+// of a topic that has data below its last stable offset; unseenWait, how
+// much longer it waits for a partition with such data that has returned
+// nothing yet.
+const (
+	firstWait  = 10 * time.Second
+	unseenWait = 3 * time.Second
+)
 
-// hasStableData reports whether some partition of topic has records below
-// its last stable offset (they may still all be aborted ones).
-func hasStableData(t testing.TB, c *kafkadev.Cluster, topic string) bool {
+// stablePartitions returns the partitions of topic that have records
+// below their last stable offset (they may still all be aborted ones).
+func stablePartitions(t testing.TB, c *kafkadev.Cluster, topic string) map[int32]bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -139,13 +163,13 @@ func hasStableData(t testing.TB, c *kafkadev.Cluster, topic string) bool {
 	if err != nil {
 		t.Fatalf("list last stable offsets of %s: %v", topic, err)
 	}
-	data := false
+	out := map[int32]bool{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && o.Offset > s.Offset {
-			data = true
+			out[o.Partition] = true
 		}
 	})
-	return data
+	return out
 }
 
 // KafkaFailResponse answers a produce, end-transaction or fetch request

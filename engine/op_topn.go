@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -270,18 +271,10 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	}
 	defer all.Release()
 	nk := len(o.keyIdx)
-	n := int(all.NumRows())
-	keyCols := all.Columns()[:nk]
-	groups := map[string][]int{}
-	var order []string
-	for i := 0; i < n; i++ {
-		k := keyString(keyCols, i)
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], i)
+	groups, err := topGroups(all.Columns()[:nk], int(all.NumRows()))
+	if err != nil {
+		return finished{}, err
 	}
-	sort.Strings(order)
 	better := o.ranker(all.Column(nk + 1 + indexOf(o.rest, o.byIdx)))
 	heldBefore := 0
 	if p.held != nil {
@@ -291,11 +284,10 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	unit := evCol.DataType().(*arrow.TimestampType).Unit
 	var emit, keep []int
 	removedOld := make([]bool, heldBefore)
-	for _, g := range order {
-		rows := groups[g]
+	for _, rows := range groups {
 		sort.SliceStable(rows, func(a, b int) bool { return better(rows[a], rows[b]) })
 		// RANK: a row's rank is 1 + the rows strictly better than it.
-		kept := rows[:0:0]
+		kept := 0
 		for j, r := range rows {
 			rank := j + 1
 			if j > 0 && !better(rows[j-1], r) {
@@ -304,22 +296,18 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 			if rank > o.st.n {
 				break
 			}
-			kept = append(kept, r)
+			kept++
 		}
 		closed := o.ev.expired(kernel.TimestampMillis(int64(evCol.Value(rows[0])), unit), fc.watermark)
+		gone := rows
 		if closed {
-			emit = append(emit, kept...)
+			emit = append(emit, rows[:kept]...)
 		} else {
-			keep = append(keep, kept...)
+			keep = append(keep, rows[:kept]...)
+			gone = rows[kept:]
 		}
-		stay := map[int]bool{}
-		if !closed {
-			for _, r := range kept {
-				stay[r] = true
-			}
-		}
-		for _, r := range rows {
-			if r < heldBefore && !stay[r] {
+		for _, r := range gone {
+			if r < heldBefore {
 				removedOld[r] = true
 			}
 		}
@@ -368,6 +356,99 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	}
 	p.held = newHeld
 	return f, nil
+}
+
+// topGroups splits rows 0..n-1 into groups of equal keys: groups in the
+// order of their keys (columnCompare's: values ascending, nulls last),
+// rows in index order within a group. Keys of a type whose order calls
+// distinct groups equal (floats: 0 and -0) are grouped by keyString and
+// ordered by it instead.
+func topGroups(keys []arrow.Array, n int) ([][]int, error) {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	exact := true
+	for _, k := range keys {
+		exact = exact && exactKeyType(k.DataType())
+	}
+	if !exact {
+		groups := map[string][]int{}
+		var order []string
+		for i := 0; i < n; i++ {
+			k := keyString(keys, i)
+			if _, ok := groups[k]; !ok {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], i)
+		}
+		sort.Strings(order)
+		out := make([][]int, len(order))
+		for i, k := range order {
+			out[i] = groups[k]
+		}
+		return out, nil
+	}
+	var compare func(a, b int) int
+	if ints := int64Keys(keys); ints != nil {
+		compare = func(a, b int) int {
+			for _, v := range ints {
+				if c := cmp.Compare(v[a], v[b]); c != 0 {
+					return c
+				}
+			}
+			return 0
+		}
+	} else {
+		cmps := make([]func(a, b int) int, len(keys))
+		for c, k := range keys {
+			f, err := columnCompare(k)
+			if err != nil {
+				return nil, fmt.Errorf("group rows by key: %w", err)
+			}
+			cmps[c] = f
+		}
+		compare = func(a, b int) int {
+			for _, f := range cmps {
+				if c := f(a, b); c != 0 {
+					return c
+				}
+			}
+			return 0
+		}
+	}
+	slices.SortStableFunc(idx, compare)
+	var out [][]int
+	for lo := 0; lo < n; {
+		hi := lo + 1
+		for hi < n && compare(idx[lo], idx[hi]) == 0 {
+			hi++
+		}
+		out = append(out, idx[lo:hi:hi])
+		lo = hi
+	}
+	return out, nil
+}
+
+// int64Keys returns the values of key columns that are all int64 or
+// timestamps without nulls, or nil.
+func int64Keys(keys []arrow.Array) [][]int64 {
+	out := make([][]int64, len(keys))
+	for i, k := range keys {
+		if k.NullN() > 0 {
+			return nil
+		}
+		switch a := k.(type) {
+		case *array.Int64:
+			out[i] = a.Int64Values()
+		case *array.Timestamp:
+			d := a.Data()
+			out[i] = arrow.Int64Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()]
+		default:
+			return nil
+		}
+	}
+	return out
 }
 
 // toHeld rearranges an input record into the held layout, numbering its

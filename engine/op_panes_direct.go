@@ -78,7 +78,7 @@ func (o *paneOp) windowsDirect(ctx context.Context, panes arrow.RecordBatch, pre
 		end := kernel.TimestampMillis(s+o.size, o.unit)
 		return end > prev && end <= watermark
 	}
-	var need []int32
+	need := make([]int32, 0, len(starts))
 	for i, ps := range starts {
 		for j := int64(0); j < per; j++ {
 			if closes(int64(ps) - j*o.slide) {
@@ -95,7 +95,7 @@ func (o *paneOp) windowsDirect(ctx context.Context, panes arrow.RecordBatch, pre
 	if err != nil {
 		return nil, false, err
 	}
-	pairs := make([]paneWindow, 0, len(need))
+	pairs := make([]paneWindow, 0, len(need)*int(min(per, 8)))
 	for k, i := range need {
 		ps := int64(starts[i])
 		for j := int64(0); j < per; j++ {
@@ -122,8 +122,12 @@ func (o *paneOp) windowsDirect(ctx context.Context, panes arrow.RecordBatch, pre
 	for c := range in {
 		in[c] = panes.Column(nk + c).(*array.Int64)
 	}
-	var wstart []arrow.Timestamp
-	var rep []int
+	for c := range vals {
+		vals[c] = make([]int64, 0, len(need))
+		valid[c] = make([]bool, 0, len(need))
+	}
+	wstart := make([]arrow.Timestamp, 0, len(need))
+	rep := make([]int, 0, len(need))
 	for lo := 0; lo < len(pairs); {
 		hi := lo + 1
 		for hi < len(pairs) && pairs[hi].start == pairs[lo].start && pairs[hi].rank == pairs[lo].rank {

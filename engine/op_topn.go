@@ -282,22 +282,10 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	}
 	evCol := all.Column(o.ev.col).(*array.Timestamp)
 	unit := evCol.DataType().(*arrow.TimestampType).Unit
-	var emit, keep []int
+	var emit, keep, scratch []int
 	removedOld := make([]bool, heldBefore)
 	for _, rows := range groups {
-		sort.SliceStable(rows, func(a, b int) bool { return better(rows[a], rows[b]) })
-		// RANK: a row's rank is 1 + the rows strictly better than it.
-		kept := 0
-		for j, r := range rows {
-			rank := j + 1
-			if j > 0 && !better(rows[j-1], r) {
-				rank = -1 // tied with the row before: same rank
-			}
-			if rank > o.st.n {
-				break
-			}
-			kept++
-		}
+		kept := o.rank(rows, better, &scratch)
 		closed := o.ev.expired(kernel.TimestampMillis(int64(evCol.Value(rows[0])), unit), fc.watermark)
 		gone := rows
 		if closed {
@@ -356,6 +344,55 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	}
 	p.held = newHeld
 	return f, nil
+}
+
+// rank reorders rows (in index order) so that the rows ranked n or better
+// come first, best first and ties in index order, and returns how many
+// they are (SQL's RANK: a row's rank is 1 + the rows strictly better than
+// it). For n = 1 the best rows are found in one pass; scratch is reused.
+func (o *topOp) rank(rows []int, better func(a, b int) bool, scratch *[]int) int {
+	if o.st.n == 1 {
+		best := rows[0]
+		for _, r := range rows[1:] {
+			if better(r, best) {
+				best = r
+			}
+		}
+		rest := (*scratch)[:0]
+		kept := 0
+		for _, r := range rows {
+			if better(best, r) {
+				rest = append(rest, r)
+			} else {
+				rows[kept] = r
+				kept++
+			}
+		}
+		copy(rows[kept:], rest)
+		*scratch = rest
+		return kept
+	}
+	slices.SortStableFunc(rows, func(a, b int) int {
+		switch {
+		case better(a, b):
+			return -1
+		case better(b, a):
+			return 1
+		}
+		return 0
+	})
+	kept := 0
+	for j, r := range rows {
+		rank := j + 1
+		if j > 0 && !better(rows[j-1], r) {
+			rank = -1 // tied with the row before: same rank
+		}
+		if rank > o.st.n {
+			break
+		}
+		kept++
+	}
+	return kept
 }
 
 // topGroups splits rows 0..n-1 into groups of equal keys: groups in the

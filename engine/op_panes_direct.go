@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -66,7 +67,7 @@ type paneWindow struct {
 // windowsDirect combines the panes into the windows that close in (prev,
 // watermark] without a kernel GroupBy: every (window, pane) pair is listed
 // with the rank of the pane's keys, the pairs are sorted by window start,
-// then key rank, then pane start, and each run of one window and key is
+// then key rank (sortPaneWindows), and each run of one window and key is
 // folded into one row. The rows come out in the order sortByKeys gives
 // (window_start, window_end, keys, nulls last), so nothing is sorted after.
 // ok is false, with no error, when an int64 sum overflows: the caller
@@ -104,15 +105,7 @@ func (o *paneOp) windowsDirect(ctx context.Context, panes arrow.RecordBatch, pre
 			}
 		}
 	}
-	slices.SortFunc(pairs, func(a, b paneWindow) int {
-		if c := cmp.Compare(a.start, b.start); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.rank, b.rank); c != 0 {
-			return c
-		}
-		return cmp.Compare(starts[a.row], starts[b.row])
-	})
+	pairs = sortPaneWindows(pairs, o.slide)
 
 	mem := o.h.mem
 	nv := panes.NumCols() - int64(nk)
@@ -191,12 +184,71 @@ func (o *paneOp) windowsDirect(ctx context.Context, panes arrow.RecordBatch, pre
 	return out, err == nil, err
 }
 
+// sortPaneWindows orders pairs by window start, then key rank, by two
+// stable counting sorts (rank, then start) when the starts are multiples
+// of slide apart over a span not much wider than the pairs, which is how
+// panes fall (an event-time jump aside); otherwise by a comparison sort.
+// Pairs of one window and key keep no particular order: their values
+// combine the same way in any order (see combineInt64).
+func sortPaneWindows(pairs []paneWindow, slide int64) []paneWindow {
+	if len(pairs) < 2 {
+		return pairs
+	}
+	lo, hi := pairs[0].start, pairs[0].start
+	ranks := int32(0)
+	for _, p := range pairs {
+		lo, hi = min(lo, p.start), max(hi, p.start)
+		ranks = max(ranks, p.rank+1)
+	}
+	span := (hi-lo)/slide + 1
+	aligned := span <= int64(4*len(pairs)+64)
+	for i := 0; aligned && i < len(pairs); i++ {
+		aligned = (pairs[i].start-lo)%slide == 0
+	}
+	if !aligned {
+		slices.SortFunc(pairs, func(a, b paneWindow) int {
+			if c := cmp.Compare(a.start, b.start); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.rank, b.rank)
+		})
+		return pairs
+	}
+	tmp := make([]paneWindow, len(pairs))
+	count := make([]int, max(int(ranks), int(span))+1)
+	for _, p := range pairs {
+		count[p.rank+1]++
+	}
+	for i := 1; i <= int(ranks); i++ {
+		count[i] += count[i-1]
+	}
+	for _, p := range pairs {
+		tmp[count[p.rank]] = p
+		count[p.rank]++
+	}
+	clear(count)
+	for _, p := range tmp {
+		count[(p.start-lo)/slide+1]++
+	}
+	for i := 1; i <= int(span); i++ {
+		count[i] += count[i-1]
+	}
+	for _, p := range tmp {
+		w := (p.start - lo) / slide
+		pairs[count[w]] = p
+		count[w]++
+	}
+	return pairs
+}
+
 // combineInt64 folds the values of col at the pairs' rows by f (sum, min
 // or max; nulls skipped). has is false when every value is null; fine is
-// false when a sum overflows.
+// false when a sum does not fit an int64. Sums add in 128 bits, so the
+// result does not depend on the order of the pairs.
 func combineInt64(f batch.AggFunc, col *array.Int64, pairs []paneWindow) (v int64, has, fine bool) {
 	raw := col.Int64Values()
 	nulls := col.NullN() > 0
+	var hi int64 // sums: the high word of a 128-bit total whose low word is v
 	for _, p := range pairs {
 		if nulls && col.IsNull(int(p.row)) {
 			continue
@@ -204,20 +256,22 @@ func combineInt64(f batch.AggFunc, col *array.Int64, pairs []paneWindow) (v int6
 		x := raw[p.row]
 		if !has {
 			v, has = x, true
+			hi = x >> 63
 			continue
 		}
 		switch f {
 		case batch.AggSum:
-			s := v + x
-			if (v > 0 && x > 0 && s < 0) || (v < 0 && x < 0 && s >= 0) {
-				return 0, false, false
-			}
-			v = s
+			lo, carry := bits.Add64(uint64(v), uint64(x), 0)
+			hi += x>>63 + int64(carry)
+			v = int64(lo)
 		case batch.AggMin:
 			v = min(v, x)
 		case batch.AggMax:
 			v = max(v, x)
 		}
+	}
+	if f == batch.AggSum && hi != v>>63 {
+		return 0, false, false
 	}
 	return v, has, true
 }

@@ -280,24 +280,32 @@ func combineInt64(f batch.AggFunc, col *array.Int64, pairs []paneWindow) (v int6
 // rank, and ranks follow columnCompare's order (nulls last). One int64 key
 // without nulls (the usual case) is ranked without comparators.
 func keyRanks(keys []arrow.Array, need []int32) ([]int32, error) {
-	pos := make([]int32, len(need))
-	for i := range pos {
-		pos[i] = int32(i)
-	}
 	ranks := make([]int32, len(need))
 	if len(keys) == 1 && keys[0].NullN() == 0 {
 		if a, ok := keys[0].(*array.Int64); ok {
+			type keyAt struct {
+				v   int64
+				pos int32
+			}
 			v := a.Int64Values()
-			slices.SortFunc(pos, func(x, y int32) int { return cmp.Compare(v[need[x]], v[need[y]]) })
+			byKey := make([]keyAt, len(need))
+			for i, row := range need {
+				byKey[i] = keyAt{v[row], int32(i)}
+			}
+			slices.SortFunc(byKey, func(x, y keyAt) int { return cmp.Compare(x.v, y.v) })
 			r := int32(0)
-			for i, p := range pos {
-				if i > 0 && v[need[p]] != v[need[pos[i-1]]] {
+			for i, k := range byKey {
+				if i > 0 && k.v != byKey[i-1].v {
 					r++
 				}
-				ranks[p] = r
+				ranks[k.pos] = r
 			}
 			return ranks, nil
 		}
+	}
+	pos := make([]int32, len(need))
+	for i := range pos {
+		pos[i] = int32(i)
 	}
 	cmps := make([]func(a, b int) int, len(keys))
 	for c, k := range keys {

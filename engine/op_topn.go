@@ -46,7 +46,8 @@ type topStep struct {
 // once per group, when the watermark closes it. The group keys must hold
 // the event time (a window's window_start and window_end, or the
 // watermark's column), so the query runs in append mode. The output rows
-// are the input rows, ordered by group, then rank. Nexmark q5's "hot items
+// are the input rows, ordered by group (the group keys' values ascending,
+// nulls last; float keys by their text), then rank, ties in arrival order. Nexmark q5's "hot items
 // per window" is GroupBy("window_start", "window_end").Top(1, "bids", Desc)
 // after a windowed count.
 func (g *Grouped) Top(n int, by string, order Order) *Stream {

@@ -197,3 +197,25 @@ type Backend interface {
 	// schemas and retention, as for Open.
 	Open(ctx context.Context, st storage.Store, operator string, partition int, o Options) (DiskStore, error)
 }
+
+// IndexedStore is a DiskStore that keeps an ordered index on one timestamp
+// column of its rows (key or value), so that the rows a watermark expires
+// are read in O(those rows) instead of a scan of the whole state: the
+// eviction of windows, of a group-by or deduplication keyed by event time,
+// and of DropDuplicatesWithinWatermark. The index is a property of the
+// working copy, kept by Commit and Restore from the same delta files;
+// the folder's files do not change.
+type IndexedStore interface {
+	DiskStore
+	// ScanBefore calls fn with the rows whose indexed column, in Unix ms
+	// rounded down, is below boundMs, or null, in ascending time order.
+	ScanBefore(ctx context.Context, boundMs int64, rows int, fn func(arrow.RecordBatch) error) error
+}
+
+// IndexedBackend is a Backend that opens IndexedStores.
+type IndexedBackend interface {
+	Backend
+	// OpenIndexed opens as Open does, with an index on timeColumn (a
+	// timestamp column of o's key or value schema).
+	OpenIndexed(ctx context.Context, st storage.Store, operator string, partition int, o Options, timeColumn string) (IndexedStore, error)
+}

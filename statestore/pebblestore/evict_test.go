@@ -160,7 +160,8 @@ func stateRows(t *testing.T, cp storage.Store, id string, parts int, pebble bool
 // TestEvictingOperatorsOnPebbleMatchMemory: operators that evict by the
 // watermark — tumbling windows (append, update), sliding windows by panes
 // (append) and row per window (update), a group-by keyed by the event
-// time, DropDuplicatesWithinWatermark — and complete mode, on the pebble
+// time (after a window, too), DropDuplicates keyed by the event time,
+// DropDuplicatesWithinWatermark — and complete mode, on the pebble
 // backend, give the in-memory backend's output batch for batch, with late
 // rows, across a restart on the same machine and one on another (a fresh
 // working directory). When the watermark has passed every group but the
@@ -196,6 +197,14 @@ func TestEvictingOperatorsOnPebbleMatchMemory(t *testing.T) {
 		"dedupWithinWatermark": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).DropDuplicatesWithinWatermark("k").ID("w")
 		}, engine.Append, "ts", false},
+		"dedupEventTimeKey": {func(src engine.Source) *engine.Stream {
+			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).DropDuplicates("k", "ts").ID("w")
+		}, engine.Append, "ts", false},
+		"windowThenEventTimeKey": {func(src engine.Source) *engine.Stream {
+			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).
+				GroupByWindow(engine.TumblingWindow("ts", 2*time.Second), "k").ID("first").Agg(batch.CountRows().As("n")).
+				GroupBy("window_end").ID("w").Agg(batch.Sum(batch.Col("n")).As("rows"), batch.CountRows().As("keys"))
+		}, engine.Append, "window_end", false},
 		"completeWindows": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).GroupByWindow(engine.TumblingWindow("ts", 3*time.Second), "k").ID("w").Agg(sum()...)
 		}, engine.Complete, "window_end", false},

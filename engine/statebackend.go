@@ -96,12 +96,8 @@ func checkBackends(cfg *config, ex *executor) error {
 		known := slices.Sorted(maps.Keys(ids))
 		return fmt.Errorf("%w: WithOperatorStateStore names %s, which is not a stateful operator of the query (its operators: %s)", ErrInvalidQuery, strings.Join(unknown, ", "), strings.Join(known, ", "))
 	}
-	for i, c := range ex.ops {
-		mode := Append
-		if i == len(ex.ops)-1 {
-			mode = ex.mode
-		}
-		if err := c.checkDisk(cfg, mode); err != nil {
+	for _, c := range ex.ops {
+		if err := c.checkDisk(cfg); err != nil {
 			return err
 		}
 	}
@@ -142,7 +138,7 @@ type diskPart interface {
 }
 
 // checkDisk refuses an operator the disk-backed path does not run.
-func (c *chainOp) checkDisk(cfg *config, _ OutputMode) error {
+func (c *chainOp) checkDisk(cfg *config) error {
 	backend := cfg.backendFor(c.op.id())
 	if backend == nil {
 		return nil

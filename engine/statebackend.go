@@ -20,7 +20,8 @@ import (
 // backend such as statestore/pebblestore keeps a working copy on local
 // disk, so a batch loads only the groups it touches (looked up in key
 // order), merges them, and commits the changes, and memory is bounded by
-// the backend's budget instead of the state's size. Durability is the same
+// the backend's budget plus the batch's groups (those it touches, emits
+// or evicts) instead of the state's size. Durability is the same
 // delta files in the checkpoint. The engine never imports the backend's
 // module: the program passes it in.
 //

@@ -160,7 +160,8 @@ func stateRows(t *testing.T, cp storage.Store, id string, parts int, pebble bool
 // TestEvictingOperatorsOnPebbleMatchMemory: operators that evict by the
 // watermark — tumbling windows (append, update), sliding windows by panes
 // (append) and row per window (update), a group-by keyed by the event
-// time, DropDuplicatesWithinWatermark — and complete mode, on the pebble
+// time (after a window, too), DropDuplicates keyed by the event time,
+// DropDuplicatesWithinWatermark — and complete mode, on the pebble
 // backend, give the in-memory backend's output batch for batch, with late
 // rows, across a restart on the same machine and one on another (a fresh
 // working directory). When the watermark has passed every group but the
@@ -175,31 +176,48 @@ func TestEvictingOperatorsOnPebbleMatchMemory(t *testing.T) {
 		build   func(src engine.Source) *engine.Stream
 		mode    engine.OutputMode
 		timeCol string // the pebble store's time index
+		migrate bool   // the first run of the pebble checkpoint is in memory
 	}
 	queries := map[string]query{
 		"tumblingAppend": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).GroupByWindow(engine.TumblingWindow("ts", 3*time.Second), "k").ID("w").Agg(sum()...)
-		}, engine.Append, "window_end"},
+		}, engine.Append, "window_end", false},
 		"tumblingUpdate": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).GroupByWindow(engine.TumblingWindow("ts", 3*time.Second), "k").ID("w").Agg(sum()...)
-		}, engine.Update, "window_end"},
+		}, engine.Update, "window_end", false},
 		"slidingPanes": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).GroupByWindow(engine.SlidingWindow("ts", 6*time.Second, 2*time.Second), "k").ID("w").Agg(sum()...)
-		}, engine.Append, "window_start"},
+		}, engine.Append, "window_start", false},
 		"slidingRows": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).GroupByWindow(engine.SlidingWindow("ts", 6*time.Second, 2*time.Second), "k").ID("w").Agg(sum()...)
-		}, engine.Update, "window_end"},
+		}, engine.Update, "window_end", false},
 		"eventTimeKeyAppend": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).GroupBy("ts", "k").ID("w").Agg(sum()...)
-		}, engine.Append, "ts"},
+		}, engine.Append, "ts", false},
 		"dedupWithinWatermark": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).DropDuplicatesWithinWatermark("k").ID("w")
-		}, engine.Append, "ts"},
+		}, engine.Append, "ts", false},
+		"dedupEventTimeKey": {func(src engine.Source) *engine.Stream {
+			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).DropDuplicates("k", "ts").ID("w")
+		}, engine.Append, "ts", false},
+		"windowThenEventTimeKey": {func(src engine.Source) *engine.Stream {
+			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).
+				GroupByWindow(engine.TumblingWindow("ts", 2*time.Second), "k").ID("first").Agg(batch.CountRows().As("n")).
+				GroupBy("window_end").ID("w").Agg(batch.Sum(batch.Col("n")).As("rows"), batch.CountRows().As("keys"))
+		}, engine.Append, "window_end", false},
 		"completeWindows": {func(src engine.Source) *engine.Stream {
 			return engine.ReadStream(src).WithWatermark("ts", 2*time.Second).GroupByWindow(engine.TumblingWindow("ts", 3*time.Second), "k").ID("w").Agg(sum()...)
-		}, engine.Complete, "window_end"},
+		}, engine.Complete, "window_end", false},
 	}
 	const parts = 3
+	// A checkpoint the in-memory backend began, continued on pebble (a
+	// migration: the first Restore reads the memory backend's files and
+	// builds the index from them).
+	for _, name := range []string{"slidingPanes", "dedupWithinWatermark"} {
+		q := queries[name]
+		q.migrate = true
+		queries[name+"Migrated"] = q
+	}
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -228,7 +246,11 @@ func TestEvictingOperatorsOnPebbleMatchMemory(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = run(t, q.build(src), append(common, engine.WithCheckpoint(diskCP), engine.WithSink(disk), engine.WithStateStore(b))...)
+				onDisk := engine.WithStateStore(b)
+				if q.migrate && i == 0 {
+					onDisk = engine.WithStateStore(nil)
+				}
+				err = run(t, q.build(src), append(common, engine.WithCheckpoint(diskCP), engine.WithSink(disk), onDisk)...)
 				if cerr := b.Close(); err == nil {
 					err = cerr
 				}

@@ -3,6 +3,7 @@ package pebblestore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -471,5 +472,108 @@ func TestReviewEvictChainPerOperator(t *testing.T) {
 				rvCompare(t, newRVScript(arrow.Millisecond, rvEdgeBatches(rvBase)), rvCase{build: build2, mode: engine.Append, perOp: opts, restartEvery: restart, parts: 3})
 			})
 		}
+	}
+}
+
+// TestReviewDedupWithinWatermarkReturns: DropDuplicatesWithinWatermark
+// (delay 5 s) with keys whose expiry (first time + 5 s) lies exactly at
+// the watermark (kept: a duplicate), and keys that return after they
+// expired (emitted again), on 1 and 5 partitions, with a restart every
+// batch; pebble must match memory and the hand-worked answer.
+func TestReviewDedupWithinWatermarkReturns(t *testing.T) {
+	B := rvBase
+	bs := [][]rvRow{
+		{rvR(1, B+1000), rvR(2, B+3000)},     // new: 1, 2; watermark then 3000-5000
+		{rvR(3, B+13_000)},                   // new: 3; watermark then 8000
+		{rvR(2, B+13_000), rvR(4, B+9000)},   // 2 expires at 8000 = watermark: duplicate; new: 4; 1 evicted
+		{rvR(1, B+20_000), rvR(2, B+8001)},   // 1 returns: new; 2 still a duplicate; 2 evicted (wm 8000? no: max 13000)
+		{rvR(2, B+16_000), rvR(5, B+16_000)}, // watermark 15000: 2 expired
+		{rvR(2, B+16_001), rvR(6, B+40_000)},
+		{rvR(2, B+50_000), rvR(1, B+50_000)},
+	}
+	for _, parts := range []int{1, 5} {
+		t.Run(fmt.Sprintf("parts=%d", parts), func(t *testing.T) {
+			q := rvQueries()["dedupWithin"]
+			q.restartEvery, q.parts = true, parts
+			res := rvCompare(t, newRVScript(arrow.Millisecond, bs), q)
+			var ks []string
+			for _, id := range res.disk.BatchIDs() {
+				var b []string
+				for _, r := range res.disk.Batch(id) {
+					b = append(b, fmt.Sprint(r[0]))
+				}
+				ks = append(ks, fmt.Sprintf("%d:%s", id, strings.Join(b, ",")))
+			}
+			t.Logf("emitted keys by batch: %v", ks)
+			seen := map[string]int{}
+			for _, r := range res.disk.All() {
+				seen[fmt.Sprint(r[0])]++
+			}
+			if seen["1"] < 2 || seen["2"] < 2 {
+				t.Fatalf("keys 1 and 2 must be emitted again after they expire: %v", seen)
+			}
+		})
+	}
+}
+
+// TestReviewDedupWithinEventTimeKey: DropDuplicatesWithinWatermark with
+// the event-time column among its keys runs in memory; on pebble it must
+// run as well or be refused by NewQuery naming the operator and the way
+// out.
+func TestReviewDedupWithinEventTimeKey(t *testing.T) {
+	build := func(src engine.Source) *engine.Stream {
+		return engine.ReadStream(src).WithWatermark("ts", 5*time.Second).DropDuplicatesWithinWatermark("k", "ts").ID("w")
+	}
+	b, err := pebblestore.NewBackend(pebblestore.BackendOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cp, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newRVScript(arrow.Millisecond, rvEdgeBatches(rvBase))
+	_, err = engine.NewQuery(build(sc), engine.WithCheckpoint(cp), engine.WithSink(memsink.New("x")), engine.WithStateStore(b))
+	if err != nil {
+		if !strings.Contains(err.Error(), `WithOperatorStateStore("w", nil)`) {
+			t.Fatalf("refused without the way out: %v", err)
+		}
+		t.Logf("refused: %v", err)
+		return
+	}
+	rvCompare(t, sc, rvCase{build: build, mode: engine.Append, restartEvery: true, timeCol: "ts"})
+}
+
+// TestReviewPebbleToMemoryRefusedPerOperator: an operator whose state is
+// on pebble cannot be moved back to memory with WithOperatorStateStore(id,
+// nil): the query refuses to start (ErrBackendMismatch) and writes no
+// batch.
+func TestReviewPebbleToMemoryRefusedPerOperator(t *testing.T) {
+	sc := newRVScript(arrow.Millisecond, rvEdgeBatches(rvBase))
+	q := rvQueries()["tumblingAppend"]
+	cp, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pebblestore.NewBackend(pebblestore.BackendOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sink := memsink.New("x")
+	common := []engine.Option{engine.WithCheckpoint(cp), engine.WithSink(sink), engine.WithTrigger(engine.AvailableNow()), engine.WithOutputMode(engine.Append)}
+	sc.avail.Store(3)
+	if err := run(t, q.build(sc), append(common, engine.WithStateStore(b))...); err != nil {
+		t.Fatal(err)
+	}
+	n := len(sink.BatchIDs())
+	sc.avail.Store(6)
+	err = run(t, q.build(sc), append(common, engine.WithStateStore(b), engine.WithOperatorStateStore("w", nil))...)
+	if !errors.Is(err, statestore.ErrBackendMismatch) {
+		t.Fatalf("pebble -> memory for operator w: %v", err)
+	}
+	if len(sink.BatchIDs()) != n {
+		t.Fatalf("batches written after the refusal: %d, before %d", len(sink.BatchIDs()), n)
 	}
 }

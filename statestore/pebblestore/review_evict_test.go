@@ -577,3 +577,61 @@ func TestReviewPebbleToMemoryRefusedPerOperator(t *testing.T) {
 		t.Fatalf("batches written after the refusal: %d, before %d", len(sink.BatchIDs()), n)
 	}
 }
+
+// TestReviewEvictMoreShapes: a chain of two evicting operators (dedup
+// within the watermark, then a window; complete mode is refused below a
+// second aggregation), a sliding
+// window without keys and one with a non-combinable aggregate (row per
+// window in append mode, not panes), on 3 partitions with a restart every
+// batch.
+func TestReviewEvictMoreShapes(t *testing.T) {
+	wm := 5 * time.Second
+	cases := map[string]rvCase{
+		"dedupThenWindow": {build: func(src engine.Source) *engine.Stream {
+			return engine.ReadStream(src).WithWatermark("ts", wm).
+				DropDuplicatesWithinWatermark("k").ID("d").
+				GroupByWindow(engine.TumblingWindow("ts", 10*time.Second), "k2").ID("w").Agg(rvSum()...)
+		}, mode: engine.Append, timeCol: "window_end"},
+		"slidingNoKeysAppend": {build: func(src engine.Source) *engine.Stream {
+			return engine.ReadStream(src).WithWatermark("ts", wm).GroupByWindow(engine.SlidingWindow("ts", 30*time.Second, 10*time.Second)).ID("w").Agg(rvSum()...)
+		}, mode: engine.Append, timeCol: "window_end"},
+		"slidingDistinctAppend": {build: func(src engine.Source) *engine.Stream {
+			return engine.ReadStream(src).WithWatermark("ts", wm).GroupByWindow(engine.SlidingWindow("ts", 30*time.Second, 10*time.Second), "k2").ID("w").Agg(batch.CountDistinct(batch.Col("k")).As("keys"), batch.Max(batch.Col("amount")).As("m"))
+		}, mode: engine.Append, timeCol: "window_end"},
+	}
+	for name, q := range cases {
+		t.Run(name, func(t *testing.T) {
+			q.restartEvery, q.parts = true, 3
+			res := rvCompare(t, newRVScript(arrow.Millisecond, rvEdgeBatches(rvBase)), q)
+			if q.timeCol != "" {
+				rvCheckState(t, res, 3, true, q.timeCol)
+			}
+		})
+	}
+}
+
+// TestReviewEvictManyDue: one window holding more groups than a pebble
+// batch (applyRows) and a ScanBefore record (64Ki) in one partition,
+// closed and evicted at once, on a tumbling window in append mode: the
+// output and the (empty) state match memory.
+func TestReviewEvictManyDue(t *testing.T) {
+	B := rvBase
+	const n = 70_000
+	first := make([]rvRow, 0, n)
+	for k := range int64(n) {
+		first = append(first, rvR(k, B+1000+k%5000))
+	}
+	bs := [][]rvRow{first, {rvR(1, B+30_000)}, {rvR(2, B+40_000)}, {rvR(3, B+60_000)}}
+	q := rvQueries()["tumblingAppend"]
+	q.parts, q.restartEvery = 1, true
+	res := rvCompare(t, newRVScript(arrow.Millisecond, bs), q)
+	var out int
+	for _, r := range res.disk.All() {
+		_ = r
+		out++
+	}
+	if out < n {
+		t.Fatalf("%d windows emitted, want at least %d", out, n)
+	}
+	rvCheckState(t, res, 1, true, q.timeCol)
+}

@@ -20,7 +20,8 @@ import (
 // backend such as statestore/pebblestore keeps a working copy on local
 // disk, so a batch loads only the groups it touches (looked up in key
 // order), merges them, and commits the changes, and memory is bounded by
-// the backend's budget instead of the state's size. Durability is the same
+// the backend's budget plus the batch's groups (those it touches, emits
+// or evicts) instead of the state's size. Durability is the same
 // delta files in the checkpoint. The engine never imports the backend's
 // module: the program passes it in.
 //
@@ -96,12 +97,8 @@ func checkBackends(cfg *config, ex *executor) error {
 		known := slices.Sorted(maps.Keys(ids))
 		return fmt.Errorf("%w: WithOperatorStateStore names %s, which is not a stateful operator of the query (its operators: %s)", ErrInvalidQuery, strings.Join(unknown, ", "), strings.Join(known, ", "))
 	}
-	for i, c := range ex.ops {
-		mode := Append
-		if i == len(ex.ops)-1 {
-			mode = ex.mode
-		}
-		if err := c.checkDisk(cfg, mode); err != nil {
+	for _, c := range ex.ops {
+		if err := c.checkDisk(cfg); err != nil {
 			return err
 		}
 	}
@@ -142,7 +139,7 @@ type diskPart interface {
 }
 
 // checkDisk refuses an operator the disk-backed path does not run.
-func (c *chainOp) checkDisk(cfg *config, _ OutputMode) error {
+func (c *chainOp) checkDisk(cfg *config) error {
 	backend := cfg.backendFor(c.op.id())
 	if backend == nil {
 		return nil

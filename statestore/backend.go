@@ -158,8 +158,9 @@ func FormatKey(rec arrow.RecordBatch, n, i int) string { return formatKey(rec, n
 // reads only the keys a batch touches instead of loading the whole state.
 // It writes the same delta files as Store, which are what make a version
 // durable. The engine drives it in this order: Restore(last committed);
-// per batch N, Lookup(the batch's keys), Commit(N, changes, removals) and
-// Scan (eviction by the watermark) before the sink sees N; after
+// per batch N, Lookup(the batch's keys), Scan (complete output) or an
+// IndexedStore's ScanBefore (eviction by the watermark), then Commit(N,
+// changes, removals) before the sink sees N; after
 // commits/N, Maintain(N) (may run in the background) and Purge(N).
 type DiskStore interface {
 	// Restore makes the working copy hold version (the last committed; -1

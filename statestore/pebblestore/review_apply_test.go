@@ -206,3 +206,49 @@ func TestReviewInterruptedMigrationRestores(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewEmptyCopyOnAWorkerThatComesBack: a worker opens partition 0
+// at the start (an empty working copy at version -1) and stops before any
+// commit; the partition then runs elsewhere until retention purged delta
+// 0 (snapshots were uploaded). When it comes back to the first worker,
+// the restore must use the uploaded snapshot, not take the empty copy for
+// version -1 and then ask for delta 0.
+func TestReviewEmptyCopyOnAWorkerThatComesBack(t *testing.T) {
+	mem := newMem(t)
+	dir := t.TempDir()
+	st := local(t, dir)
+	workA, workB := t.TempDir(), t.TempDir()
+	a := openAt(t, st, workA, mem, -1, 2) // opened, never committed
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openAt(t, st, workB, mem, -1, 2)
+	for v := int64(0); v < 10; v++ {
+		commit(t, b, mem, v, []int64{v, v + 100}, nil)
+		if err := b.Maintain(context.Background(), v); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Purge(context.Background(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := loadAll(t, b, 9)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), st, Options{
+		State: statestore.Options{KeySchema: kSchema, ValueSchema: vSchema, MinVersionsToRetain: 3, Allocator: mem},
+		Dir:   workA, UploadEvery: 2, MemTableSize: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Restore(context.Background(), 9); err != nil {
+		t.Fatalf("the first worker cannot restore version 9: %v", err)
+	}
+	got := loadAll(t, s, 9)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("restored %v, want %v", got, want)
+	}
+}

@@ -260,7 +260,10 @@ func (s *Store) openLocal(ctx context.Context, target int64, dir string) error {
 		}
 		return nil
 	}
-	ok := v <= target && (folder == s.st.URL() || v == -1)
+	// An empty copy (version -1) serves only the empty state: for a later
+	// target the deltas from 0 on may be purged, and the newest snapshot
+	// is the cheaper start anyway.
+	ok := v <= target && (v >= 0 && folder == s.st.URL() || v == -1 && target == -1)
 	if _, closer, err := db.Get(pendingKey); err == nil {
 		closer.Close()
 		ok = false // part of a version was applied over v: not v

@@ -25,8 +25,10 @@ func TestAgreement(t *testing.T) {
 }
 
 func testAgreement(t *testing.T, preload string) {
-	c, err := parseFlags([]string{"-events", "60000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
-		"-batch-events", "15000", "-batch-rows", "15000", "-duckdb-threads", "1", "-reps", "2", "-isolate=false", "-dir", t.TempDir()})
+	// 120,000 events are 12 s of event time: enough for q7's first 10 s
+	// window to close under the 1 s watermark.
+	c, err := parseFlags([]string{"-events", "120000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
+		"-batch-events", "30000", "-batch-rows", "15000", "-duckdb-threads", "1", "-reps", "2", "-isolate=false", "-dir", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +54,9 @@ func testAgreement(t *testing.T, preload string) {
 			}
 			if !r.Agree {
 				t.Error("result not marked as agreeing")
+			}
+			if strings.HasPrefix(r.Answer, "0 rows") || strings.HasPrefix(r.Answer, "0 groups") {
+				t.Errorf("empty answer (%s): the agreement checks nothing", r.Answer)
 			}
 			t.Logf("%s: %s", r.Workload, r.Answer)
 		})

@@ -41,6 +41,7 @@ import (
 
 type config struct {
 	events      int64
+	eventRate   int64 // Nexmark events per second of event time
 	rows        int64
 	merchants   int64
 	batchEvents int64
@@ -63,6 +64,7 @@ func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	c := &config{}
 	fs.Int64Var(&c.events, "events", 10_000_000, "Nexmark events (all kinds; bids are 46 of every 50) for q0-q8")
+	fs.Int64Var(&c.eventRate, "events-per-second", nexmark.DefaultEventsPerSecond, "Nexmark event rate in event time (spacing of date_time, auction lifetimes): fewer per second, more windows per event")
 	fs.Int64Var(&c.rows, "rows", 10_000_000, "payment rows for the settlement aggregation")
 	fs.Int64Var(&c.merchants, "merchants", 100_000, "distinct merchants (keys) of the aggregation")
 	fs.Int64Var(&c.batchEvents, "batch-events", 500_000, "Nexmark events per engine batch (max per trigger)")
@@ -100,8 +102,8 @@ func parseFlags(args []string) (*config, error) {
 		}
 		c.queries = append(c.queries, q)
 	}
-	if c.events < 1 || c.rows < 1 || c.merchants < 1 || c.batchEvents < 1 || c.batchRows < 1 || c.reps < 1 {
-		return nil, fmt.Errorf("-events, -rows, -merchants, -batch-events, -batch-rows and -reps must be positive")
+	if c.events < 1 || c.eventRate < 1 || c.rows < 1 || c.merchants < 1 || c.batchEvents < 1 || c.batchRows < 1 || c.reps < 1 {
+		return nil, fmt.Errorf("-events, -events-per-second, -rows, -merchants, -batch-events, -batch-rows and -reps must be positive")
 	}
 	return c, nil
 }
@@ -597,7 +599,7 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 	}
 	var stream *engine.Stream
 	if w.join != nil {
-		stream = w.join(srcs[0], srcs[1])
+		stream = w.join(c, srcs[0], srcs[1])
 	} else {
 		stream = w.stream(srcs[0])
 	}

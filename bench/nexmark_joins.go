@@ -20,13 +20,17 @@ import (
 // stream do.
 
 // maxAuctionDuration bounds an auction's life (expires − date_time) in the
-// generator: an auction expires a random time below twice the time it
-// takes to create 100 auctions (about 333 ms at the default 10,000 events
-// per second; source/nexmark). The join of q4 and q6 is bounded by it
+// generator at c's event rate: an auction expires a random time below
+// twice the time it takes to create 100 auctions, 1,667 events (about
+// 333 ms at the default 10,000 events per second; source/nexmark), here
+// rounded up to whole seconds. The join of q4 and q6 is bounded by it
 // (Within), then keeps the bids up to the auction's own expiry; DuckDB's
 // reference applies the exact condition alone, so an auction that lived
 // longer would make the answers differ.
-const maxAuctionDuration = time.Second
+func maxAuctionDuration(c *config) time.Duration {
+	d := 2*1667*time.Second/time.Duration(c.eventRate) + 2*time.Millisecond
+	return (d + time.Second - 1).Truncate(time.Second)
+}
 
 // joinWatermark is the watermark delay of every side of a join.
 const joinWatermark = time.Second
@@ -43,7 +47,7 @@ func window10s(ts string) batch.Expr {
 
 // joinChecksumWorkload is a join whose output rows are checksummed, as the
 // stateless queries' are (checksumWorkload).
-func joinChecksumWorkload(name, what string, cols []colSum, inner string, join func(left, right engine.Source) *engine.Stream) workload {
+func joinChecksumWorkload(name, what string, cols []colSum, inner string, join func(c *config, left, right engine.Source) *engine.Stream) workload {
 	w := checksumWorkload(name, what, cols, inner, nil)
 	w.input, w.stream, w.join = nexmarkEvents, nil, join
 	return w
@@ -54,7 +58,7 @@ func joinChecksumWorkload(name, what string, cols []colSum, inner string, join f
 // (highest) price, emitted once when the watermark closes the auction.
 // keep are the auction columns carried to the output beside auction_id,
 // a_ts, expires and final.
-func closedAuctions(auctions, bids engine.Source, id string, keep ...string) *engine.Stream {
+func closedAuctions(c *config, auctions, bids engine.Source, id string, keep ...string) *engine.Stream {
 	b := engine.ReadStream(bids).Where(kindIs(2)).
 		Select(col("auction"), col("price"), batch.As(batch.Col("date_time"), "b_ts")).
 		WithWatermark("b_ts", joinWatermark)
@@ -65,7 +69,7 @@ func closedAuctions(auctions, bids engine.Source, id string, keep ...string) *en
 	keys := append([]string{"auction_id", "a_ts", "expires"}, keep...)
 	return engine.ReadStream(auctions).Where(kindIs(1)).Select(sel...).
 		WithWatermark("a_ts", joinWatermark).
-		Join(b, engine.Inner, engine.On("auction_id", "auction"), engine.Within("a_ts", "b_ts", 0, maxAuctionDuration)).ID(id + "-join").
+		Join(b, engine.Inner, engine.On("auction_id", "auction"), engine.Within("a_ts", "b_ts", 0, maxAuctionDuration(c))).ID(id + "-join").
 		Where(batch.Le(batch.Col("b_ts"), batch.Col("expires"))).
 		// a_ts is the join's event time: the group of an auction closes
 		// once the watermark passes a_ts plus the join's range.
@@ -78,13 +82,13 @@ func closedAuctions(auctions, bids engine.Source, id string, keep ...string) *en
 // when a_ts + the join's range is below the watermark; the final
 // watermark is the lower of the two sides' (each side's newest event
 // time, auctions on one, bids on the other) less the delay.
-func closedAuctionsSQL(keep string) string {
+func closedAuctionsSQL(c *config, keep string) string {
 	return fmt.Sprintf(`SELECT a.auction_id, a.%[1]s, a.expires, max(b.price) AS final
   FROM events a JOIN events b ON b.auction = a.auction_id AND b.date_time BETWEEN a.date_time AND a.expires
   WHERE a.event_type = 1 AND b.event_type = 2
     AND epoch_ms(a.date_time) + %[2]d < (SELECT least(max(epoch_ms(date_time)) FILTER (WHERE event_type = 1),
       max(epoch_ms(date_time)) FILTER (WHERE event_type = 2)) - %[3]d FROM events)
-  GROUP BY a.auction_id, a.%[1]s, a.expires`, keep, maxAuctionDuration.Milliseconds(), joinWatermark.Milliseconds())
+  GROUP BY a.auction_id, a.%[1]s, a.expires`, keep, maxAuctionDuration(c).Milliseconds(), joinWatermark.Milliseconds())
 }
 
 // avgFinal is Nexmark q4's second half: per category, the average closing
@@ -221,7 +225,7 @@ func joinWorkloads() []workload {
 			`SELECT p.name, p.city, p.state, a.auction_id, p.person_id
 FROM events a JOIN events p ON a.seller = p.person_id
 WHERE a.event_type = 1 AND a.category = 10 AND p.event_type = 0 AND p.state IN ('OR', 'ID', 'CA')`,
-			func(auctions, persons engine.Source) *engine.Stream {
+			func(c *config, auctions, persons engine.Source) *engine.Stream {
 				p := engine.ReadStream(persons).Where(kindIs(0)).
 					Where(batch.In(batch.Col(nexmark.ColState), "OR", "ID", "CA")).
 					Select(col("person_id"), col("name"), col("city"), col("state"))
@@ -234,14 +238,14 @@ WHERE a.event_type = 1 AND a.category = 10 AND p.event_type = 0 AND p.state IN (
 			name:  "q4",
 			what:  "average closing price per category: auctions joined with their bids up to expiry, max per auction once closed, then a running average per category (processor)",
 			input: nexmarkEvents,
-			join: func(auctions, bids engine.Source) *engine.Stream {
-				return closedAuctions(auctions, bids, "q4", "category").
+			join: func(c *config, auctions, bids engine.Source) *engine.Stream {
+				return closedAuctions(c, auctions, bids, "q4", "category").
 					GroupBy("category").ID("q4-avg").Process(&avgFinal{})
 			},
 			mode: engine.Append,
 			sink: func(*config) resultSink { return newTotalsSink("category", "s", "n") },
-			sql: func(*config) string {
-				return "SELECT category, sum(final)::BIGINT, count(*)::BIGINT FROM (" + closedAuctionsSQL("category") + ") GROUP BY category"
+			sql: func(c *config) string {
+				return "SELECT category, sum(final)::BIGINT, count(*)::BIGINT FROM (" + closedAuctionsSQL(c, "category") + ") GROUP BY category"
 			},
 			scan: func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },
 		},
@@ -249,17 +253,17 @@ WHERE a.event_type = 1 AND a.category = 10 AND p.event_type = 0 AND p.state IN (
 			name:  "q6",
 			what:  "average selling price per seller: closing prices as q4, then per seller the average of its last 10 closed auctions (processor)",
 			input: nexmarkEvents,
-			join: func(auctions, bids engine.Source) *engine.Stream {
-				return closedAuctions(auctions, bids, "q6", "seller").
+			join: func(c *config, auctions, bids engine.Source) *engine.Stream {
+				return closedAuctions(c, auctions, bids, "q6", "seller").
 					WithColumn("expires_us", batch.Cast(batch.Col("expires"), arrow.PrimitiveTypes.Int64)).
 					GroupBy("seller").ID("q6-avg").Process(&lastClosed{})
 			},
 			mode: engine.Append,
 			sink: func(*config) resultSink { return newTotalsSink("seller", "s", "n") },
-			sql: func(*config) string {
+			sql: func(c *config) string {
 				return fmt.Sprintf(`SELECT seller, sum(final)::BIGINT, count(*)::BIGINT FROM (
   SELECT seller, final, row_number() OVER (PARTITION BY seller ORDER BY expires DESC, auction_id DESC) AS rn FROM (%s)
-) WHERE rn <= %d GROUP BY seller`, closedAuctionsSQL("seller"), q6Last)
+) WHERE rn <= %d GROUP BY seller`, closedAuctionsSQL(c, "seller"), q6Last)
 			},
 			scan: func(*config) (func(*sql.Rows) error, func() answer) { return scanTotals[int64]() },
 		},
@@ -271,7 +275,7 @@ SELECT b.auction, b.price, b.bidder, b.date_time
 FROM events b JOIN m ON epoch_us(b.date_time) // 10000000 = m.w AND b.price = m.p
 WHERE b.event_type = 2
   AND (m.w + 1) * 10000000 <= (SELECT max(epoch_us(date_time)) - 1000000 FROM events)`, // the windows the final watermark closed
-			func(events, events2 engine.Source) *engine.Stream {
+			func(c *config, events, events2 engine.Source) *engine.Stream {
 				bids := engine.ReadStream(events2).Where(kindIs(2)).
 					Select(col("auction"), col("price"), col("bidder"), col("date_time")).
 					WithWatermark("date_time", joinWatermark).
@@ -290,7 +294,7 @@ WHERE b.event_type = 2
 FROM events a JOIN events p ON a.seller = p.person_id
   AND epoch_us(a.date_time) // 10000000 = epoch_us(p.date_time) // 10000000
 WHERE a.event_type = 1 AND p.event_type = 0`,
-			func(auctions, persons engine.Source) *engine.Stream {
+			func(c *config, auctions, persons engine.Source) *engine.Stream {
 				p := engine.ReadStream(persons).Where(kindIs(0)).
 					Select(col("person_id"), col("name"), batch.As(batch.Col("date_time"), "p_ts")).
 					WithWatermark("p_ts", joinWatermark).

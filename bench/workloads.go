@@ -36,7 +36,7 @@ type workload struct {
 	// reading a source of its own over the same events (a join's right
 	// side has sources of its own): the engine reads, and with
 	// -preload=false generates, the input twice.
-	join func(left, right engine.Source) *engine.Stream
+	join func(c *config, left, right engine.Source) *engine.Stream
 	mode engine.OutputMode
 	sink func(c *config) resultSink
 	// sql is the DuckDB query over table bids or payments.
@@ -283,10 +283,10 @@ func goMapTotals(recs []arrow.RecordBatch) (func() answer, error) {
 func newSource(c *config, in input) (engine.Source, int64, error) {
 	switch in {
 	case nexmarkBids:
-		s, err := nexmark.New(nexmark.WithBidsOnly(), nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
+		s, err := nexmark.New(nexmark.WithBidsOnly(), nexmark.WithEventsPerSecond(c.eventRate), nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
 		return s, c.events, err
 	case nexmarkEvents:
-		s, err := nexmark.New(nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
+		s, err := nexmark.New(nexmark.WithEventsPerSecond(c.eventRate), nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
 		return s, c.events, err
 	case payments:
 		// The rate source is clock-driven: a clock that stands at the

@@ -25,11 +25,11 @@ func TestAgreement(t *testing.T) {
 }
 
 func testAgreement(t *testing.T, preload string) {
-	// 40,000 events at 2,000 per second are 20 s of event time: q7's
+	// 20,000 events at 1,000 per second are 20 s of event time: q7's
 	// first 10 s window closes under the 1 s watermark, and q4 and q6
-	// close auctions of up to 2 s (maxAuctionDuration at that rate).
-	c, err := parseFlags([]string{"-events", "40000", "-events-per-second", "2000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
-		"-batch-events", "10000", "-batch-rows", "15000", "-duckdb-threads", "1", "-reps", "2", "-isolate=false", "-dir", t.TempDir()})
+	// close auctions of up to 4 s (maxAuctionDuration at that rate).
+	c, err := parseFlags([]string{"-events", "20000", "-events-per-second", "1000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
+		"-batch-events", "5000", "-batch-rows", "15000", "-duckdb-threads", "1", "-reps", "2", "-isolate=false", "-dir", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

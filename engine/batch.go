@@ -90,7 +90,15 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	if err := r.checkCurrent(ctx, id); err != nil {
 		return err
 	}
-	if err := r.cp.commits.Add(ctx, id, CommitEntry{BatchID: id, RunID: r.runID, NextWatermarkMs: nextWM, EventTimeMaxMs: eventMax}); err != nil {
+	ahead := r.planAhead(ctx, id, plan, nextWM)
+	err = r.cp.commits.Add(ctx, id, CommitEntry{BatchID: id, RunID: r.runID, NextWatermarkMs: nextWM, EventTimeMaxMs: eventMax})
+	if ahead != nil {
+		a := <-ahead
+		if err == nil {
+			r.ahead = &a
+		}
+	}
+	if err != nil {
 		if errors.Is(err, offsetlog.ErrConflict) {
 			return fmt.Errorf("%w: commits/%d was written by another driver", ErrConcurrentDriver, id)
 		}

@@ -45,11 +45,15 @@ func (r *run) loop(ctx context.Context) error {
 			return *p
 		}
 		planStart := time.Now()
+		var aheadTook time.Duration // planned while the last batch committed
+		if r.ahead != nil {
+			aheadTook = r.ahead.took
+		}
 		plan, ok, err := r.plan(ctx)
 		if err != nil {
 			return err
 		}
-		latestDur := time.Since(planStart)
+		latestDur := max(time.Since(planStart), aheadTook)
 		if ok {
 			walStart := time.Now()
 			if err := r.writeAhead(ctx, plan); err != nil {

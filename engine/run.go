@@ -34,6 +34,9 @@ type run struct {
 	// purgedBefore: everything before this batch was purged by this run
 	// (0: nothing yet); see purge.
 	purgedBefore int64
+	// ahead is the plan of the next batch made while the last one
+	// committed (planAhead); plan returns it once.
+	ahead *planned
 }
 
 // Run runs the query until its trigger says to stop (Once, AvailableNow),

@@ -75,10 +75,11 @@ func (r *run) planAfter(ctx context.Context, committed int64, lastPlan *OffsetsE
 
 // planned is a plan made ahead (see planAhead).
 type planned struct {
-	plan *OffsetsEntry
-	ok   bool
-	err  error
-	took time.Duration
+	plan       *OffsetsEntry
+	ok         bool
+	err        error
+	took       time.Duration
+	prefetched bool // the sources were asked to prefetch plan's ranges
 }
 
 // planAhead plans the batch after id (planned as plan, with next watermark
@@ -111,9 +112,54 @@ func (r *run) planAhead(ctx context.Context, id int64, plan *OffsetsEntry, nextW
 	go func() {
 		t := time.Now()
 		p, ok, err := r.planAfter(ctx, id, plan, nextWM)
-		ch <- planned{plan: p, ok: ok, err: err, took: time.Since(t)}
+		took := time.Since(t)
+		if err == nil && ok {
+			r.prefetch(ctx, p)
+		}
+		ch <- planned{plan: p, ok: ok, err: err, took: took, prefetched: true}
 	}()
 	return ch
+}
+
+// prefetcher is a source that can start the Read of a planned range
+// early, without any effect on what Read returns (the Kafka source sends
+// the range's first fetches); the engine calls it between planning a batch
+// and reading it, never at the same time as Read.
+type prefetcher interface {
+	Prefetch(ctx context.Context, start, end json.RawMessage)
+}
+
+// prefetch lets every source that can start reading plan's range.
+func (r *run) prefetch(ctx context.Context, plan *OffsetsEntry) {
+	for i, so := range plan.Sources {
+		if i >= len(r.srcs) {
+			break // runBatch refuses the plan
+		}
+		if p, ok := r.srcs[i].(prefetcher); ok && !bytes.Equal(so.Start, so.End) {
+			p.Prefetch(ctx, so.Start, so.End)
+		}
+	}
+}
+
+// prefetchAsync runs prefetch in its own goroutine (while the caller
+// writes offsets/N) and returns a channel closed when it is done; nil when
+// no source prefetches.
+func (r *run) prefetchAsync(ctx context.Context, plan *OffsetsEntry) chan struct{} {
+	some := false
+	for _, src := range r.srcs {
+		if _, ok := src.(prefetcher); ok {
+			some = true
+		}
+	}
+	if !some {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.prefetch(ctx, plan)
+	}()
+	return done
 }
 
 func compact(m json.RawMessage) json.RawMessage {

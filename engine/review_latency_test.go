@@ -400,3 +400,33 @@ func TestReviewEveryZeroRaceStateful(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewStateSyncOpenFiles: under a sync group every state file of
+// the batch stays open (written, not closed) until the sync, so a batch
+// holds one file descriptor per operator × partition × store at once, on
+// top of what the sinks use; before h/latency each Put closed its file
+// when it returned. With a descriptor limit that the query fit before
+// (P = 150 partitions, a dedup then a group-by: 300 state files per batch, limit
+// 256), the batch now fails with EMFILE.
+func TestReviewStateSyncOpenFiles(t *testing.T) {
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	lim := old
+	lim.Cur = 256
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skip(err)
+	}
+	defer func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) }()
+	src := newSeq(3000, 1000, 600)
+	sink := memsink.New("out")
+	stream := ReadStream(src).DropDuplicates("i").ID("first").
+		GroupBy("key").ID("per-key").Agg(batch.Sum(batch.Col("amount")).As("total"))
+	if _, err := runQuery(t, stream, WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(150), WithOutputMode(Update)); err != nil {
+		t.Fatalf("run with %d descriptors: %v", lim.Cur, err)
+	}
+	if got := fmt.Sprint(sink.BatchIDs()); got != "[0 1 2]" {
+		t.Fatalf("batches %s", got)
+	}
+}

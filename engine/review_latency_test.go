@@ -430,3 +430,67 @@ func TestReviewStateSyncOpenFiles(t *testing.T) {
 		t.Fatalf("batches %s", got)
 	}
 }
+
+// slowAfterStopSrc is a seqSource whose LatestOffset takes 2 s once the
+// query was asked to stop (a broker that went away, say), and counts those
+// calls.
+type slowAfterStopSrc struct {
+	*seqSource
+	stopping     atomic.Bool
+	callsStopped atomic.Int64
+}
+
+func (s *slowAfterStopSrc) LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error) {
+	if s.stopping.Load() {
+		s.callsStopped.Add(1)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return s.seqSource.LatestOffset(ctx, start)
+}
+
+// stopSink stops q while it adds batch stopAt (a batch in flight).
+type stopSink struct {
+	*memsink.Sink
+	stopAt int64
+	src    *slowAfterStopSrc
+	q      atomic.Pointer[Query]
+}
+
+func (s *stopSink) AddBatch(ctx context.Context, id int64, sc *arrow.Schema, recs []arrow.RecordBatch) error {
+	if id == s.stopAt {
+		s.src.stopping.Store(true)
+		s.q.Load().Stop()
+	}
+	return s.Sink.AddBatch(ctx, id, sc, recs)
+}
+
+// TestReviewPlanAheadAfterStop: Stop while batch 2 is in flight, under
+// Every(0). Stop's contract: finish the batch in flight, commit it, return.
+// Before h/latency the loop saw Stop right after commits/2 and asked the
+// source nothing more; planAhead now calls LatestOffset (and, for Kafka,
+// prefetches) for a batch 3 that will never run, and Run waits for it.
+func TestReviewPlanAheadAfterStop(t *testing.T) {
+	src := &slowAfterStopSrc{seqSource: newSeq(1000, 10, 4)}
+	sink := &stopSink{Sink: memsink.New("out"), stopAt: 2, src: src}
+	q, err := NewQuery(ReadStream(src).GroupBy("key").Agg(batch.Sum(batch.Col("amount")).As("total")),
+		WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(Every(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.q.Store(q)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := q.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(sink.BatchIDs()); got != "[0 1 2]" {
+		t.Fatalf("batches %s, want [0 1 2]", got)
+	}
+	if n := src.callsStopped.Load(); n > 0 {
+		t.Errorf("LatestOffset was called %d times after Stop, for a batch that never runs (Run waited for it)", n)
+	}
+}

@@ -103,6 +103,9 @@ func (r *run) planAhead(ctx context.Context, id int64, plan *OffsetsEntry, nextW
 	if r.cfg.trigger.kind != triggerEvery || r.cfg.trigger.interval != 0 {
 		return nil
 	}
+	if r.q.stopped() {
+		return nil // the loop returns after this batch: nothing to plan
+	}
 	for _, src := range r.srcs {
 		if _, ok := src.(SourceCommitter); ok {
 			return nil

@@ -18,11 +18,11 @@ import (
 func TestReviewCrashEveryZero(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildProg(t, "github.com/onceflow/onceflow/tests/crashprog")
-	for _, mode := range []string{"aggregate", "stateless"} {
+	for _, mode := range []string{"aggregate", "stateless", "windowed", "sliding", "chain", "join", "tablejoin", "process"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
-			if mode == "stateless" {
-				extra = []string{"-stateless"}
+			if mode != "aggregate" {
+				extra = []string{"-" + mode}
 			}
 			refOut := t.TempDir()
 			ref := crashRun{bin: bin, args: progArgs(t.TempDir(), refOut, extra...)}

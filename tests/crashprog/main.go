@@ -43,7 +43,7 @@ func main() {
 	tableJoin := flag.Bool("tablejoin", false, "a left outer stream-table join of the counter with a changelog of its keys (upserts, every 7th a delete)")
 	process := flag.Bool("process", false, "a user processor: running sum per key, an event-time timer 1 s after a key's first row, a 500 ms watermark")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
-	flag.BoolVar(&everyZero, "every0", false, "trigger Every(0) (batches back to back, planned ahead) instead of AvailableNow; the query stops once the counter is planned to its end")
+	flag.BoolVar(&everyZero, "every0", false, "trigger Every(0) (batches back to back, planned ahead) instead of AvailableNow; the query stops when the counter is asked twice for the batch after its last row")
 	flag.Parse()
 	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed || *sliding, *sessions, *chain, *sliding, *join, *tableJoin, *process); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
@@ -134,7 +134,7 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 }
 
 // everyZero (-every0) runs under Every(0); stopQuery is then stopped by
-// the counter when it is asked for the batch after its last row.
+// the counter when it is asked twice for the batch after its last row.
 var (
 	everyZero bool
 	stopQuery atomic.Pointer[engine.Query]
@@ -147,6 +147,7 @@ type counter struct {
 	total, perBatch, keys int64
 	shiftUs               int64  // added to every ts
 	name                  string // "" for "counter"
+	asksAtEnd             atomic.Int64
 }
 
 var schema = arrow.NewSchema([]arrow.Field{
@@ -171,7 +172,9 @@ func (c *counter) LatestOffset(_ context.Context, start json.RawMessage) (json.R
 	if err != nil {
 		return nil, err
 	}
-	if everyZero && s >= c.total {
+	// The second ask past the end: the batch the first planned (new data
+	// or, with a watermark, the windows it closes) has run.
+	if everyZero && s >= c.total && c.asksAtEnd.Add(1) >= 2 {
 		if q := stopQuery.Load(); q != nil {
 			q.Stop()
 		}
@@ -261,11 +264,6 @@ func (c *changelog) LatestOffset(_ context.Context, start json.RawMessage) (json
 	s, err := strconv.ParseInt(string(start), 10, 64)
 	if err != nil {
 		return nil, err
-	}
-	if everyZero && s >= c.total {
-		if q := stopQuery.Load(); q != nil {
-			q.Stop()
-		}
 	}
 	return json.RawMessage(strconv.FormatInt(min(s+c.perBatch, c.total), 10)), nil
 }

@@ -247,7 +247,6 @@ type reviewSrc struct {
 	lateCalls atomic.Int64
 	calls     atomic.Int64
 	failCall  int64 // fail the n-th LatestOffset call (1-based); 0: never
-	block     chan struct{}
 }
 
 func (s *reviewSrc) LatestOffset(ctx context.Context, start json.RawMessage) (json.RawMessage, error) {

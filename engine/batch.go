@@ -21,7 +21,7 @@ func (r *run) runBatch(ctx context.Context, id int64, plan *OffsetsEntry, recove
 // runBatchTimed executes batch id exactly as plan says, hands it to every
 // sink, and commits it.
 func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, recovered bool, durs map[string]int64, planning time.Duration) error {
-	cfg, ex := r.cfg, r.ex
+	ex := r.ex
 	defer ex.reset()
 	began := time.Now()
 
@@ -57,12 +57,13 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	}
 	durs[PhaseGetBatch] = time.Since(t).Milliseconds()
 
-	// State. With the in-memory backend on a local disk, the delta files
-	// of version N are written under a sync group: not yet in place nor
-	// durable, so the sinks need not wait for their fsyncs (see stateSync).
+	// State. With every operator's state in memory (on a local disk), the
+	// delta files of version N are written under a sync group: not yet in
+	// place nor durable, so the sinks need not wait for their fsyncs (see
+	// stateSync). A disk-backed store commits durably by itself.
 	var group *storage.SyncGroup
 	stateCtx := ctx
-	if ex.stateful() && cfg.stateBackend == nil {
+	if r.deferState() {
 		group = storage.NewSyncGroup()
 		stateCtx = storage.WithSyncGroup(ctx, group)
 	}
@@ -118,9 +119,7 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 			}
 		}
 	}
-	if err := r.purge(ctx, id); err != nil {
-		return err
-	}
+	r.purge(ctx, id)
 	r.maintain(ctx, id)
 
 	total := time.Since(began) + planning
@@ -160,6 +159,22 @@ func (r *run) stateSync(ctx context.Context, id int64, group *storage.SyncGroup,
 		ch <- synced{took: time.Since(began)}
 	}()
 	return ch
+}
+
+// deferState reports whether the batch's state is written under a sync
+// group: a stateful query whose operators all keep their state in memory
+// (a disk-backed store applies each delta to its working copy and must
+// find it durable).
+func (r *run) deferState() bool {
+	if !r.ex.stateful() {
+		return false
+	}
+	for _, c := range r.ex.ops {
+		if c.disk {
+			return false
+		}
+	}
+	return true
 }
 
 // addToSinks hands batch id to the late-rows sink and then to every sink.

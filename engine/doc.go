@@ -29,10 +29,10 @@
 //  5. Write commits/N; under Every(0) the next batch is planned at the
 //     same time (planAhead), and offsets/N+1 is still written only after
 //     commits/N, so the log never holds two uncommitted plans. Then the
-//     sources' after-commit hooks run, logs and
-//     state older than the retention are purged (in steps of a tenth of
-//     the retention), and state snapshots are
-//     written in the background.
+//     sources' after-commit hooks run, and in the background (beside the
+//     next batches, one pass of each at a time) logs and state older than
+//     the retention are purged (in steps of a tenth of the retention) and
+//     state snapshots are written.
 //
 // On start, if offsets/L exists and commits/L does not, batch L is re-run
 // with exactly the offsets, timestamp and watermark recorded in offsets/L:

@@ -82,16 +82,6 @@ func (g *SyncGroup) take() []deferredPut {
 	return p
 }
 
-// Len returns how many Puts wait for Sync.
-func (g *SyncGroup) Len() int {
-	if g == nil {
-		return 0
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.mu.pending)
-}
-
 // Sync makes every deferred Put of g durable and puts it in place: the
 // temporary files are fsynced (all at once), renamed over their names in
 // the order of the Puts, and their directories fsynced (each once, all at

@@ -34,9 +34,6 @@ func TestSyncGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if g.Len() != 2 {
-			t.Fatalf("group holds %d puts, want 2", g.Len())
-		}
 	}
 	check := func(t *testing.T, s storage.Store, want map[string]string) {
 		t.Helper()
@@ -123,7 +120,7 @@ func TestSyncGroup(t *testing.T) {
 	})
 	t.Run("nil group", func(t *testing.T) {
 		var g *storage.SyncGroup
-		if err := g.Sync(ctx); err != nil || g.Len() != 0 {
+		if err := g.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 		g.Abort()

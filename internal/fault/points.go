@@ -33,7 +33,8 @@ const (
 	// steps, the purge and the progress record of batch N have not run.
 	EngineAfterCommit = "engine-after-commit"
 	// EngineDuringPurge: batch N is committed; the logs and state older
-	// than the retention are not yet purged.
+	// than the retention are not yet purged (the purge runs in its own
+	// goroutine, so batch N+1 may be under way).
 	EngineDuringPurge = "engine-during-purge"
 	// EngineDuringSnapshot: background maintenance wrote partition 0's
 	// snapshot at version N, the other partitions' not.

@@ -493,3 +493,79 @@ func TestReviewPlanAheadAfterStop(t *testing.T) {
 		t.Errorf("LatestOffset was called %d times after Stop, for a batch that never runs (Run waited for it)", n)
 	}
 }
+
+// removeFailFS fails every Remove of a name under dir with EACCES once
+// armed.
+type removeFailFS struct {
+	storage.FS
+	dir    string
+	armed  atomic.Bool
+	failed atomic.Bool
+}
+
+func (f *removeFailFS) Remove(name string) error {
+	if f.armed.Load() && strings.Contains(name, string(filepath.Separator)+f.dir+string(filepath.Separator)) {
+		f.failed.Store(true)
+		return &os.PathError{Op: "remove", Path: name, Err: syscall.EACCES}
+	}
+	return f.FS.Remove(name)
+}
+
+// TestReviewBackgroundPurge: the purge now runs beside the next batches.
+// With a small retention and snapshots every batch, under Every(0), a run
+// stopped mid-way and a failing purge (deletes of state files refused)
+// must end Run with the purge's error, leave a checkpoint a restart
+// continues exactly once from, and never lose a file a recovery reads.
+func TestReviewBackgroundPurge(t *testing.T) {
+	for _, failDir := range []string{"", checkpoint.CommitsDir, "state"} {
+		t.Run("fail "+failDir, func(t *testing.T) {
+			dir := t.TempDir()
+			ffs := &removeFailFS{FS: storage.OSFS{}, dir: failDir}
+			ffs.armed.Store(failDir != "")
+			cp, err := storage.OpenLocal(dir, storage.LocalOptions{FS: ffs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := &reviewSrc{seqSource: newSeq(1000, 5, 4)}
+			sink := newCheckingSink()
+			sink.stopAt = 40
+			opts := []Option{WithCheckpoint(cp), WithSink(sink), WithStatePartitions(3), WithMinBatchesToRetain(3), WithSnapshotEvery(1)}
+			mk := func(s Source) *Stream {
+				return ReadStream(s).GroupBy("key").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+			}
+			q, err := NewQuery(mk(src), append(opts, WithTrigger(Every(0)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink.q.Store(q)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			err = q.Run(ctx)
+			switch {
+			case failDir == "" && err != nil:
+				t.Fatal(err)
+			case failDir != "" && (err == nil || !ffs.failed.Load()):
+				t.Fatalf("run: %v (fault injected: %v), want the purge's error", err, ffs.failed.Load())
+			}
+			ffs.armed.Store(false)
+			cp2, err := storage.OpenLocal(dir, storage.LocalOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src2 := &reviewSrc{seqSource: newSeq(300, 5, 4)}
+			if _, err := runQuery(t, mk(src2), WithCheckpoint(cp2), WithSink(sink), WithStatePartitions(3), WithMinBatchesToRetain(3), WithSnapshotEvery(1), WithTrigger(AvailableNow())); err != nil {
+				t.Fatal(err)
+			}
+			sink.check(t)
+			if got, want := fmt.Sprint(finalTotals(sink.Sink)), fmt.Sprint(wantTotals(300, 4)); got != want {
+				t.Fatalf("totals\n got %s\nwant %s", got, want)
+			}
+			ids := sink.BatchIDs()
+			for i, id := range ids {
+				if int64(i) != id {
+					t.Fatalf("batch ids not contiguous: %v", ids)
+				}
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -159,5 +160,81 @@ func TestReviewMixedBackendsSyncFailure(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// stopAtSink stops the query once batch stopAt was added.
+type stopAtSink struct {
+	*memsink.Sink
+	stopAt int64
+	q      atomic.Pointer[engine.Query]
+}
+
+func (s *stopAtSink) AddBatch(ctx context.Context, id int64, sc *arrow.Schema, recs []arrow.RecordBatch) error {
+	if err := s.Sink.AddBatch(ctx, id, sc, recs); err != nil {
+		return err
+	}
+	if id == s.stopAt {
+		s.q.Load().Stop()
+	}
+	return nil
+}
+
+// TestReviewPebbleBackgroundPurgeEveryZero: on pebble, under Every(0),
+// with a retention of 3 batches and an upload every batch, the purge now
+// runs beside the next batches' lookups and commits (race detector), and
+// the output must match the in-memory query's, also after a restart on a
+// fresh machine (the uploaded snapshots the purge kept).
+func TestReviewPebbleBackgroundPurgeEveryZero(t *testing.T) {
+	query := func(src engine.Source) *engine.Stream {
+		return engine.ReadStream(src).GroupBy("k").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+	}
+	common := []engine.Option{engine.WithStatePartitions(2), engine.WithOutputMode(engine.Update), engine.WithMinBatchesToRetain(3)}
+	src := &seq{perTrigger: 10, keys: 13}
+	src.avail.Store(400)
+	mem := memsink.New("mem")
+	memCP, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t, query(src), append(common, engine.WithCheckpoint(memCP), engine.WithSink(mem), engine.WithTrigger(engine.AvailableNow()))...); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := &stopAtSink{Sink: memsink.New("disk"), stopAt: 25}
+	b, err := pebblestore.NewBackend(pebblestore.BackendOptions{Dir: filepath.Join(t.TempDir(), "a"), CacheSize: 8 << 20, UploadEvery: 1, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.NewQuery(query(src), append(common, engine.WithCheckpoint(cp), engine.WithSink(disk), engine.WithStateStore(b), engine.WithTrigger(engine.Every(0)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.q.Store(q)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = q.Run(ctx)
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := pebblestore.NewBackend(pebblestore.BackendOptions{Dir: filepath.Join(t.TempDir(), "b"), CacheSize: 8 << 20, UploadEvery: 1, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(t, query(src), append(common, engine.WithCheckpoint(cp), engine.WithSink(disk), engine.WithStateStore(b2), engine.WithTrigger(engine.AvailableNow()))...)
+	if cerr := b2.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := batches(disk.Sink), batches(mem); got != want {
+		t.Fatalf("pebble output differs from the in-memory one:\n--- pebble\n%s--- memory\n%s", got, want)
 	}
 }

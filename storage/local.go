@@ -277,10 +277,16 @@ func (l *Local) Put(ctx context.Context, name string, data []byte) error {
 		if err != nil {
 			return err
 		}
-		if g.add(deferredPut{l: l, f: f, tmp: tmp, final: p}) {
+		added, err := g.add(deferredPut{l: l, f: f, tmp: tmp, final: p})
+		if err != nil {
+			return err
+		}
+		if added {
 			return nil
 		}
-		removeTemps([]deferredPut{{l: l, f: f, tmp: tmp}})
+		if f != nil {
+			removeTemps([]deferredPut{{l: l, f: f, tmp: tmp}})
+		}
 	}
 	tmp, err := l.writeTemp(p, data)
 	if err != nil {

@@ -34,12 +34,18 @@ type SyncGroup struct {
 	mu struct {
 		sync.Mutex
 		pending []deferredPut
+		open    int // temporary files held open (f != nil)
 		done    bool
 	}
 }
 
-// deferredPut is a temporary file, written and still open, waiting to be
-// synced and renamed.
+// maxOpenSyncFiles bounds the temporary files a group holds open: a Put
+// beyond it syncs and closes its file at once and defers only the rename,
+// so a batch with many state partitions does not run out of descriptors.
+const maxOpenSyncFiles = 64
+
+// deferredPut is a temporary file, written, waiting to be renamed: still
+// open and not synced (f set), or already synced and closed (f nil).
 type deferredPut struct {
 	l          *Local
 	f          File
@@ -63,22 +69,49 @@ func syncGroupOf(ctx context.Context) *SyncGroup {
 }
 
 // add records a written temporary file; false when the group is already
-// synced or aborted (the caller then finishes the Put itself).
-func (g *SyncGroup) add(p deferredPut) bool {
+// synced or aborted (the caller then finishes the Put itself). A file
+// beyond maxOpenSyncFiles is synced (when the store syncs) and closed
+// here, so that only its rename waits for Sync.
+func (g *SyncGroup) add(p deferredPut) (bool, error) {
+	g.mu.Lock()
+	if g.mu.done {
+		g.mu.Unlock()
+		return false, nil
+	}
+	keep := g.mu.open < maxOpenSyncFiles
+	if keep {
+		g.mu.open++
+		g.mu.pending = append(g.mu.pending, p)
+	}
+	g.mu.Unlock()
+	if keep {
+		return true, nil
+	}
+	var err error
+	if p.l.sync {
+		err = p.f.Sync()
+	}
+	if err = errors.Join(err, p.f.Close()); err != nil {
+		_ = p.l.fs.Remove(p.tmp)
+		return false, fmt.Errorf("storage: write %s: %w", p.tmp, err)
+	}
+	p.f = nil
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mu.done {
-		return false
+		// Synced or aborted meanwhile (a caller's misuse): finish alone.
+		_ = p.l.fs.Remove(p.tmp)
+		return false, nil
 	}
 	g.mu.pending = append(g.mu.pending, p)
-	return true
+	return true, nil
 }
 
 func (g *SyncGroup) take() []deferredPut {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p := g.mu.pending
-	g.mu.pending, g.mu.done = nil, true
+	g.mu.pending, g.mu.open, g.mu.done = nil, 0, true
 	return p
 }
 
@@ -103,6 +136,9 @@ func (g *SyncGroup) Sync(ctx context.Context) error {
 		eg.Go(func() error {
 			if err := ectx.Err(); err != nil {
 				return err
+			}
+			if p.f == nil {
+				return nil // synced and closed when it was added
 			}
 			var err error
 			if p.l.sync {

@@ -3,7 +3,10 @@ package storage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,5 +141,52 @@ func assertNoTemps(t *testing.T, ff *faultFS) {
 	})
 	if len(temps) > 0 {
 		t.Errorf("temporary files left: %v", temps)
+	}
+}
+
+// TestSyncGroupBoundsOpenFiles puts more objects under one group than it
+// keeps open: every one is still out of place until Sync and in place
+// after it, and the process holds at most the bound of extra descriptors
+// meanwhile (a batch with hundreds of state partitions once ran out).
+func TestSyncGroupBoundsOpenFiles(t *testing.T) {
+	ctx := context.Background()
+	s, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			return -1
+		}
+		return len(ents)
+	}
+	before := fds()
+	g := storage.NewSyncGroup()
+	gctx := storage.WithSyncGroup(ctx, g)
+	const n = 300
+	for i := range n {
+		if err := s.Put(gctx, fmt.Sprintf("state/%d/1.delta", i), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if before >= 0 {
+		if held := fds() - before; held > 64+8 {
+			t.Errorf("%d descriptors held by a group of %d puts, want at most about 64", held, n)
+		}
+	}
+	for _, i := range []int{0, 63, 64, n - 1} {
+		if _, err := s.Get(ctx, fmt.Sprintf("state/%d/1.delta", i)); !storage.IsNotExist(err) {
+			t.Fatalf("object %d in place before Sync: %v", i, err)
+		}
+	}
+	if err := g.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		got, err := s.Get(ctx, fmt.Sprintf("state/%d/1.delta", i))
+		if err != nil || string(got) != strconv.Itoa(i) {
+			t.Fatalf("object %d after Sync: %q %v", i, got, err)
+		}
 	}
 }

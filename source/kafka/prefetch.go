@@ -28,8 +28,10 @@ type prefetchedFetch struct {
 // and keeps the answers for that Read, which then uses them instead of a
 // metadata request and one fetch after another. It changes nothing that
 // Read returns: a fetch below the planned end is answered with the same
-// records whenever it is sent, and Read fetches whatever the prefetch did
-// not bring (a failed fetch, an error code, a range larger than one
+// records whenever it is sent (except records that retention deletes
+// between the prefetch and the Read: with WithFailOnDataLoss(false) they
+// are still returned, as they would be between a batch's first read and
+// its re-run), and Read fetches whatever the prefetch did not bring (a failed fetch, an error code, a range larger than one
 // answer). The engine calls it between planning a batch and reading it
 // (while it writes the batch's write-ahead entry, or the previous batch's
 // commit), never at the same time as Read. Only small ranges are

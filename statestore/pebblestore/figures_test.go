@@ -22,7 +22,10 @@ import (
 	"github.com/onceflow/onceflow/storage/s3store"
 )
 
-var figureKeys = flag.Int("pebble.figures", 0, "keys of the README's figures run (e.g. 10000000); 0 skips TestFigures")
+var (
+	figureKeys  = flag.Int("pebble.figures", 0, "keys of the README's figures run (e.g. 10000000); 0 skips TestFigures")
+	figureCache = flag.Int("pebble.cache", 64, "MiB of the block cache in TestFigures")
+)
 
 // The figures' state: a group-by of int64 keys with sum and count.
 var (
@@ -80,8 +83,9 @@ func TestFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := NewCache(64 << 20)
+	cache := NewCache(int64(*figureCache) << 20)
 	defer cache.Unref()
+	t.Logf("memory budget: block cache %d MiB + 2 memtables of %d MiB (one store open at a time)", *figureCache, DefaultMemTableSize>>20)
 	open := func(st storage.Store, work string) *Store {
 		s, err := Open(ctx, st, Options{
 			State: statestore.Options{KeySchema: figKey, ValueSchema: figVal, Allocator: mem, UniqueUpserts: true, MinVersionsToRetain: 10},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
@@ -151,6 +152,14 @@ func (s *Store) pebbleOptions() *pebble.Options {
 	for i := range o.TargetFileSizes {
 		o.TargetFileSizes[i] = min(size, s.opts.MaxSSTableSize)
 		size *= 2
+	}
+	// Bloom filters on every level, L0 included (pebble's default has
+	// none there): Lookup seeks each key with SeekPrefixGE, and a table
+	// whose filter says the key is absent is skipped without reading a
+	// data block. Keys are spread over the whole key range, so every L0
+	// file (a flushed memtable) overlaps every lookup.
+	for i := range o.Levels {
+		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	return o
 }
@@ -385,21 +394,8 @@ func (s *Store) Lookup(ctx context.Context, keys arrow.RecordBatch) (arrow.Recor
 	if err := s.checkKeys("lookup", keys, s.nkeys); err != nil {
 		return nil, err
 	}
-	n := int(keys.NumRows())
-	enc := statestore.NewKeyEncoder(keys, s.nkeys)
-	var arena []byte
-	offs := make([]int, 0, n+1)
-	offs = append(offs, 0)
-	for i := 0; i < n; i++ {
-		arena = enc.Append(append(arena, dataPrefix), i)
-		offs = append(offs, len(arena))
-	}
-	key := func(i int) []byte { return arena[offs[i]:offs[i+1]] }
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(key(a), key(b)) })
+	refs, arena := sortedKeys(keys, s.nkeys)
+	key := func(r keyRef) []byte { return arena[r.off:r.end] }
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -412,15 +408,17 @@ func (s *Store) Lookup(ctx context.Context, keys arrow.RecordBatch) (arrow.Recor
 	}
 	dec := newRowDecoder(s.schema)
 	var prev []byte
-	for j, i := range order {
-		k := key(i)
+	for j, r := range refs {
+		k := key(r)
 		if j > 0 && bytes.Equal(k, prev) {
 			continue
 		}
 		prev = k
-		if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
+		// The default comparer's prefix is the whole key: SeekPrefixGE
+		// is a point lookup that consults the tables' bloom filters.
+		if it.SeekPrefixGE(k) && bytes.Equal(it.Key(), k) {
 			if err := dec.add(it.Value()); err != nil {
-				return nil, errors.Join(s.corrupt(keys, i, err), it.Close())
+				return nil, errors.Join(s.corrupt(keys, int(r.row), err), it.Close())
 			}
 		}
 	}
@@ -428,6 +426,47 @@ func (s *Store) Lookup(ctx context.Context, keys arrow.RecordBatch) (arrow.Recor
 		return nil, fmt.Errorf("pebblestore: lookup in %s: %w", s.st.URL(), err)
 	}
 	return dec.record(), nil
+}
+
+// keyRef is one row's LSM key in an arena: arena[off:end]. head is the
+// key's first 8 bytes after the prefix byte, big endian (zero-padded), so
+// that most comparisons while sorting are one integer comparison.
+type keyRef struct {
+	head     uint64
+	off, end uint32
+	row      int32
+}
+
+// sortedKeys encodes the LSM keys of keys' rows (the first n columns) into
+// one arena and returns their references sorted by key (equal keys
+// adjacent): one allocation for the keys and one for the references,
+// whatever the number of rows.
+func sortedKeys(keys arrow.RecordBatch, n int) ([]keyRef, []byte) {
+	rows := int(keys.NumRows())
+	enc := statestore.NewKeyEncoder(keys, n)
+	refs := make([]keyRef, rows)
+	var arena []byte
+	for i := range rows {
+		off := len(arena)
+		if i == 1 {
+			// Size the arena by the first key (exact for fixed-width keys).
+			arena = slices.Grow(arena, (len(arena)+1)*rows)
+		}
+		arena = enc.Append(append(arena, dataPrefix), i)
+		var h [8]byte
+		copy(h[:], arena[off+1:])
+		refs[i] = keyRef{head: binary.BigEndian.Uint64(h[:]), off: uint32(off), end: uint32(len(arena)), row: int32(i)}
+	}
+	slices.SortFunc(refs, func(a, b keyRef) int {
+		if a.head != b.head {
+			if a.head < b.head {
+				return -1
+			}
+			return 1
+		}
+		return bytes.Compare(arena[a.off:a.end], arena[b.off:b.end])
+	})
+	return refs, arena
 }
 
 func (s *Store) corrupt(keys arrow.RecordBatch, i int, err error) error {

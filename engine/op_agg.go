@@ -218,7 +218,21 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 			changes = kept
 		}
 	}
-	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed}}
+	// When at least half the groups changed and none left, the version
+	// is committed whole (the unchanged groups too), as a full delta: a
+	// later load starts from it, and no snapshot is needed (statestore's
+	// CommitFull). Writing the rest costs at most as much again as the
+	// changes; a snapshot pass would read the older snapshot and every
+	// delta since, and write the whole state.
+	full := false
+	if n := int64(p.gb.Len()); n > 0 && 2*changes.NumRows() >= n && (removed == nil || removed.NumRows() == 0) {
+		full = true
+		if changes.NumRows() < n {
+			changes.Release()
+			changes = p.gb.State()
+		}
+	}
+	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed, full: full}}
 	return f, nil
 }
 

@@ -15,7 +15,8 @@ import (
 )
 
 // Store is the versioned state of one (operator, partition). It holds no
-// mutable state but a few spare encoding buffers: every method reads the
+// mutable state but a few spare encoding buffers, a cache of which deltas
+// are full and the Maintain passes in flight: every method reads the
 // folder afresh, so it is safe for concurrent use within the limits doc.go
 // states.
 type Store struct {
@@ -528,8 +529,9 @@ func (s *Store) Info(ctx context.Context) (Info, error) {
 }
 
 // Maintain writes committed's snapshot when it is due (snapshotDue): the
-// newest snapshot at or before committed is SnapshotEvery or more versions
-// older (the empty state, version -1, counts as a snapshot of no bytes) and
+// newest base at or before committed (a snapshot or a full delta; the
+// empty state, version -1, counts as a snapshot of no bytes) is
+// SnapshotEvery or more versions older and
 // the deltas after it weigh SnapshotDeltaRatio of it, or it is
 // SnapshotMaxEvery versions older. It builds the snapshot from the files
 // alone, so it may run in its own goroutine while later versions are
@@ -620,9 +622,11 @@ func (s *Store) snapshotDue(l *listing, base int64, full bool, committed int64) 
 }
 
 // Purge deletes the files that no version in
-// [committed-MinVersionsToRetain+1, committed] needs: snapshots older than
-// the newest snapshot at or before the oldest retained version, and the
-// deltas at or before that snapshot. Files of versions after committed are
+// [committed-MinVersionsToRetain+1, committed] needs (nor the version of a
+// Maintain in flight on this Store): with B the base of the oldest
+// retained version (its newest full delta after its newest snapshot, or
+// that snapshot), the snapshots before B and the deltas before B (and B's
+// own delta when B is a snapshot). Files of versions after committed are
 // left alone. It returns the error of the first delete that failed; what it
 // did not delete, the next Purge deletes.
 func (s *Store) Purge(ctx context.Context, committed int64) error {

@@ -204,19 +204,10 @@ func (p *aggPart) evict(rule *evictRule, watermark int64) (arrow.RecordBatch, er
 // commitChanges takes the partition's changes after eviction: a group that
 // changed and expired in one batch is recorded as removed only.
 func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) (finished, error) {
-	changes := p.gb.Changes()
-	f := finished{updated: changes.NumRows()}
+	changed := int64(p.gb.Changed())
+	f := finished{updated: changed}
 	if removed != nil {
 		f.removed = removed.NumRows()
-		if removed.NumRows() > 0 && changes.NumRows() > 0 {
-			kept, err := withoutKeys(ctx, p.h.mem, changes, removed)
-			changes.Release()
-			if err != nil {
-				removed.Release()
-				return finished{}, err
-			}
-			changes = kept
-		}
 	}
 	// When at least half the groups changed and none left, the version
 	// is committed whole (the unchanged groups too), as a full delta: a
@@ -224,15 +215,21 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 	// CommitFull). Writing the rest costs at most as much again as the
 	// changes; a snapshot pass would read the older snapshot and every
 	// delta since, and write the whole state.
-	full := false
-	if n := int64(p.gb.Len()); n > 0 && 2*changes.NumRows() >= n && (removed == nil || removed.NumRows() == 0) {
-		full = true
-		if changes.NumRows() < n {
-			changes.Release()
-			changes = p.gb.State()
-		}
+	if n := int64(p.gb.Len()); n > 0 && 2*changed >= n && f.removed == 0 {
+		f.changes = map[string]stateChange{"": {upserts: p.gb.State(), removals: removed, full: true}}
+		return f, nil
 	}
-	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed, full: full}}
+	changes := p.gb.Changes()
+	if f.removed > 0 && changes.NumRows() > 0 {
+		kept, err := withoutKeys(ctx, p.h.mem, changes, removed)
+		changes.Release()
+		if err != nil {
+			removed.Release()
+			return finished{}, err
+		}
+		changes = kept
+	}
+	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed}}
 	return f, nil
 }
 

@@ -20,3 +20,7 @@ func (g *GroupBy) State() arrow.RecordBatch {
 	}
 	return g.record(arrow.NewSchema(append(g.keySch.Fields(), g.stateSch.Fields()...), nil), cols, n)
 }
+
+// Changed returns how many groups were touched since ClearChanges: the
+// rows Changes would return, without building them.
+func (g *GroupBy) Changed() int { return len(g.touched) }

@@ -11,7 +11,7 @@ import (
 	"github.com/onceflow/onceflow/internal/kernel"
 )
 
-// TestStateIsEveryGroupsChanges pins State: the rows of every group, keys
+// TestStateIsEveryGroupsChanges pins State and Changed: the rows of every group, keys
 // then state columns (PerBatch aggregates left out), in insertion order,
 // equal to Changes when a batch touched every group in that order.
 func TestStateIsEveryGroupsChanges(t *testing.T) {
@@ -46,6 +46,9 @@ func TestStateIsEveryGroupsChanges(t *testing.T) {
 	merge([]string{"acme", "bolt", "acme", "cola"}, 10)
 	g.ClearChanges()
 	merge([]string{"bolt"}, 5) // one group of three changed
+	if g.Changed() != 1 {
+		t.Fatalf("Changed() = %d after a batch that touched one group, want 1", g.Changed())
+	}
 	st := g.State()
 	defer st.Release()
 	if st.NumRows() != 3 || st.NumCols() != 4 {

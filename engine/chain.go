@@ -275,6 +275,9 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidQuery, c.op.id(), err)
 		}
 	}
+	if err := checkBackends(cfg, ex); err != nil {
+		return nil, err
+	}
 	ok = true
 	return ex, nil
 }
@@ -438,21 +441,12 @@ func (c *chainOp) conf() OperatorConf {
 func (ex *executor) openState(ctx context.Context, cfg *config, committed int64) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(2, 2*runtimeProcs()))
-	for i, c := range ex.ops {
-		if cfg.stateBackend == nil {
-			break
-		}
-		mode := Append
-		if i == len(ex.ops)-1 {
-			mode = ex.mode
-		}
-		if err := c.checkDisk(cfg, mode); err != nil {
-			return err
-		}
+	if err := checkBackends(cfg, ex); err != nil {
+		return err
 	}
 	for _, c := range ex.ops {
 		c.st = make([][]stateStore, len(c.parts))
-		c.disk = cfg.stateBackend != nil
+		c.disk = cfg.backendFor(c.op.id()) != nil
 		for p := range c.parts {
 			c.st[p] = make([]stateStore, len(c.specs))
 			g.Go(func() error {
@@ -750,7 +744,7 @@ func (ex *executor) finishOperator(ctx context.Context, c *chainOp, fc *finishCt
 			c.pending[p] = pending[:0]
 			var err error
 			if c.disk {
-				err = c.lookup(gctx, p, pending)
+				err = c.lookup(gctx, p, pending, fc)
 			}
 			for _, pr := range pending {
 				if err == nil {

@@ -41,6 +41,10 @@ type OperatorPlan struct {
 	// Broadcast is the size of a stream-static join's table at its newest
 	// version, when the table tells it (StaticSizer).
 	Broadcast string `json:"broadcast,omitempty"`
+	// Backend names the state backend that keeps the operator's state:
+	// "memory" or a disk-backed one ("pebble"; WithStateStore,
+	// WithOperatorStateStore).
+	Backend string `json:"backend"`
 }
 
 // SinkPlan is one sink of a plan.
@@ -77,9 +81,12 @@ func describePlan(s *Stream, cfg *config, ex *executor) Plan {
 	}
 	for i, c := range ex.ops {
 		oc := c.conf()
-		op := OperatorPlan{ID: oc.ID, Kind: oc.Kind, Keys: oc.Keys, Stores: oc.Stores, Params: oc.Params, Emits: Append.String()}
+		op := OperatorPlan{ID: oc.ID, Kind: oc.Kind, Keys: oc.Keys, Stores: oc.Stores, Params: oc.Params, Emits: Append.String(), Backend: cfg.backendName(oc.ID)}
 		if i == len(ex.ops)-1 && c.op.aggregates() {
 			op.Emits = ex.mode.String()
+		}
+		if i == len(ex.ops)-1 && ex.mode == Complete && cfg.backendFor(oc.ID) != nil {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("operator %s emits every group every batch (complete mode): each batch reads its whole state from the %s backend into memory, so memory follows the state's size", oc.ID, op.Backend))
 		}
 		if et := c.op.eventTime(); et.col >= 0 {
 			op.EventTime = c.op.outputSchema().Field(et.col).Name
@@ -148,6 +155,9 @@ func (p Plan) String() string {
 		}
 		if o.Broadcast != "" {
 			fmt.Fprintf(&b, ", broadcasts %s", o.Broadcast)
+		}
+		if o.Backend != "" && o.Backend != "memory" {
+			fmt.Fprintf(&b, ", state on %s", o.Backend)
 		}
 		b.WriteString("\n")
 	}

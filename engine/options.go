@@ -74,7 +74,8 @@ type config struct {
 	lateRows           Sink
 	watermarkPolicy    WatermarkPolicy
 	hooks              []Listener
-	stateBackend       statestore.Backend // nil: the in-memory store
+	stateBackend       statestore.Backend            // nil: the in-memory store
+	opBackends         map[string]statestore.Backend // WithOperatorStateStore: per operator id, nil for memory
 }
 
 // WatermarkPolicy says how the watermarks of several sources combine.

@@ -158,8 +158,9 @@ func FormatKey(rec arrow.RecordBatch, n, i int) string { return formatKey(rec, n
 // reads only the keys a batch touches instead of loading the whole state.
 // It writes the same delta files as Store, which are what make a version
 // durable. The engine drives it in this order: Restore(last committed);
-// per batch N, Lookup(the batch's keys), Commit(N, changes, removals) and
-// Scan (eviction by the watermark) before the sink sees N; after
+// per batch N, Lookup(the batch's keys), Scan (complete output) or an
+// IndexedStore's ScanBefore (eviction by the watermark), then Commit(N,
+// changes, removals) before the sink sees N; after
 // commits/N, Maintain(N) (may run in the background) and Purge(N).
 type DiskStore interface {
 	// Restore makes the working copy hold version (the last committed; -1
@@ -216,4 +217,26 @@ func (s *Store) Base(ctx context.Context, version int64) (int64, error) {
 		return 0, fmt.Errorf("statestore: base of version %d: %w", version, err)
 	}
 	return base, nil
+}
+
+// IndexedStore is a DiskStore that keeps an ordered index on one timestamp
+// column of its rows (key or value), so that the rows a watermark expires
+// are read in O(those rows) instead of a scan of the whole state: the
+// eviction of windows, of a group-by or deduplication keyed by event time,
+// and of DropDuplicatesWithinWatermark. The index is a property of the
+// working copy, kept by Commit and Restore from the same delta files;
+// the folder's files do not change.
+type IndexedStore interface {
+	DiskStore
+	// ScanBefore calls fn with the rows whose indexed column, in Unix ms
+	// rounded down, is below boundMs, or null, in ascending time order.
+	ScanBefore(ctx context.Context, boundMs int64, rows int, fn func(arrow.RecordBatch) error) error
+}
+
+// IndexedBackend is a Backend that opens IndexedStores.
+type IndexedBackend interface {
+	Backend
+	// OpenIndexed opens as Open does, with an index on timeColumn (a
+	// timestamp column of o's key or value schema).
+	OpenIndexed(ctx context.Context, st storage.Store, operator string, partition int, o Options, timeColumn string) (IndexedStore, error)
 }

@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -35,6 +38,9 @@ type stateOperatorReport struct {
 	StateBytes     int64  `json:"stateBytes"`
 	NewestVersion  int64  `json:"newestVersion"`
 	NewestSnapshot int64  `json:"newestSnapshot"`
+	// Backend is the state backend that keeps the operator's folders
+	// ("memory", "pebble"; several, comma-separated, if they differ).
+	Backend string `json:"backend"`
 }
 
 func inspectCommand() *command {
@@ -114,6 +120,15 @@ func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointRep
 						return nil, err
 					}
 					closeState()
+					backend, err := statestore.ReadBackend(ctx, checkpoint.NewReader(store).StateStore(op.ID, p, sn))
+					if err != nil {
+						return nil, err
+					}
+					if or.Backend == "" {
+						or.Backend = backend
+					} else if !slices.Contains(strings.Split(or.Backend, ","), backend) {
+						or.Backend += "," + backend
+					}
 					or.Keys += rows
 					or.StateBytes += info.Bytes
 					or.NewestVersion = max(or.NewestVersion, info.NewestVersion)
@@ -150,7 +165,7 @@ func printCheckpoint(w io.Writer, rep *checkpointReport) error {
 		if op.Store != "" {
 			name += " store " + op.Store
 		}
-		fmt.Fprintf(tw, "state %s\t%d partitions, %d keys, %d bytes, newest version %d, newest snapshot %d\n", name, op.Partitions, op.Keys, op.StateBytes, op.NewestVersion, op.NewestSnapshot)
+		fmt.Fprintf(tw, "state %s\t%d partitions, %d keys, %d bytes, newest version %d, newest snapshot %d, backend %s\n", name, op.Partitions, op.Keys, op.StateBytes, op.NewestVersion, op.NewestSnapshot, op.Backend)
 	}
 	if p := rep.LastProgress; p != nil {
 		fmt.Fprintf(tw, "last progress\tbatch %d at %s: %d rows in, %d ms, %.0f rows/s\n", p.BatchID, fmtTimeString(p.Timestamp), p.NumInputRows, p.BatchDurationMs, p.ProcessedRowsPerSecond)

@@ -38,7 +38,8 @@ func (s fixedSource) Read(_ context.Context, start, end json.RawMessage, emit fu
 }
 
 // TestStateDumpAndInspectOnPebble: `checkpoint state` and `checkpoint
-// inspect` read a checkpoint whose state the pebble backend keeps.
+// inspect` read a checkpoint whose state the pebble backend keeps, and
+// inspect names the backend.
 func TestStateDumpAndInspectOnPebble(t *testing.T) {
 	dir := t.TempDir()
 	cp, err := storage.OpenLocal(dir, storage.LocalOptions{NoSync: true})
@@ -83,7 +84,7 @@ func TestStateDumpAndInspectOnPebble(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("inspect: exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "counts") {
-		t.Fatalf("inspect does not list the operator:\n%s", out)
+	if !strings.Contains(out, "counts") || !strings.Contains(out, "backend pebble") {
+		t.Fatalf("inspect does not list the operator with its backend:\n%s", out)
 	}
 }

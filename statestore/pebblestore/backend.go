@@ -38,7 +38,7 @@ type Backend struct {
 	closed bool
 }
 
-var _ statestore.Backend = (*Backend)(nil)
+var _ statestore.IndexedBackend = (*Backend)(nil)
 
 // NewBackend returns a Backend. Close it after the query stops.
 func NewBackend(o BackendOptions) (*Backend, error) {
@@ -59,6 +59,19 @@ func (b *Backend) Name() string { return BackendName }
 
 // Open opens partition p of operator op (statestore.Backend).
 func (b *Backend) Open(ctx context.Context, st storage.Store, op string, p int, o statestore.Options) (statestore.DiskStore, error) {
+	return b.open(ctx, st, op, p, o, "")
+}
+
+// OpenIndexed opens partition p of operator op with a time index on the
+// column timeColumn (Options.TimeIndex; statestore.IndexedBackend).
+func (b *Backend) OpenIndexed(ctx context.Context, st storage.Store, op string, p int, o statestore.Options, timeColumn string) (statestore.IndexedStore, error) {
+	if timeColumn == "" {
+		return nil, fmt.Errorf("pebblestore: open %s with a time index: no column named", st.URL())
+	}
+	return b.open(ctx, st, op, p, o, timeColumn)
+}
+
+func (b *Backend) open(ctx context.Context, st storage.Store, op string, p int, o statestore.Options, timeColumn string) (*Store, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -71,6 +84,7 @@ func (b *Backend) Open(ctx context.Context, st storage.Store, op string, p int, 
 		MemTableSize:   b.opts.MemTableSize,
 		UploadEvery:    b.opts.UploadEvery,
 		MaxSSTableSize: b.opts.MaxSSTableSize,
+		TimeIndex:      timeColumn,
 	})
 	if err != nil {
 		return nil, err

@@ -20,7 +20,9 @@ import (
 
 // TestCrashOnPebble is the engine's crash test (tests/crash_test.go) on the
 // pebble backend, for a group-by (GroupBy(key).Agg(sum, count), update
-// mode) and a deduplication (DropDuplicates(key, bucket)): a real query
+// mode), a deduplication (DropDuplicates(key, bucket)) and a sliding
+// window by panes in append mode, which evicts through the working copy's
+// time index (late rows included): a real query
 // process (internal/crashprog, built with the fault points) is killed
 // with SIGKILL at the 2nd hit of each of the engine's fault points and
 // restarted until it finishes, and its sink must then hold exactly what a
@@ -37,11 +39,14 @@ func TestCrashOnPebble(t *testing.T) {
 	faulttest.Require(t)
 	bin := buildCrashProg(t)
 	var wipedWithManifest int
-	for m, mode := range []string{"groupBy", "dedup"} {
+	for m, mode := range []string{"groupBy", "dedup", "sliding"} {
 		t.Run(mode, func(t *testing.T) {
 			var extra []string
-			if mode == "dedup" {
+			switch mode {
+			case "dedup":
 				extra = []string{"-dedup"}
+			case "sliding":
+				extra = []string{"-sliding"}
 			}
 			ref := newCrashRun(t, bin, extra)
 			if killed, _ := ref.once(t, ""); killed {

@@ -41,13 +41,26 @@
 //  2. Per batch N: Lookup(the batch's keys) — sorted, so reads walk the
 //     LSM forward — then Commit(N, upserts, deletes), before the sink sees
 //     N. Commit writes the delta, then applies it; its cost depends on
-//     the changed rows only. Scan(lo, hi) reads a key range (eviction).
+//     the changed rows only. Scan(lo, hi) reads a key range;
+//     ScanBefore(bound) the rows the time index puts below a time
+//     (eviction by the watermark).
 //  3. After commits/N: Maintain(N) (may run in the background) and
 //     Purge(N), which keeps what [N-MinVersionsToRetain+1, N] needs: the
 //     newest manifest at or before the oldest retained version, the
 //     manifests after it, the deltas from its version on, and the SSTs
 //     they name.
 //  4. Close flushes and closes the LSM.
+//
+// # Time index
+//
+// A Store opened with Options.TimeIndex (a timestamp column, key or value)
+// also keeps, in the same LSM and the same pebble batches as the rows, an
+// index ordered by that column, so ScanBefore(bound) reads the rows a
+// watermark expires in O(those rows): the engine's windows, event-time
+// group-bys and deduplications evict through it. It is derived from the
+// rows (rebuilt once when a working copy lacks it or indexes another
+// column); the folder's files do not change. docs/format/pebble.md gives
+// its keys.
 //
 // # Memory
 //

@@ -169,11 +169,15 @@ func TestEngineOnPebbleMatchesMemory(t *testing.T) {
 	}
 }
 
-// TestEngineRefusesWhatPebbleDoesNotRunYet: complete output mode is refused
-// at start with a message naming the operator and the way out.
+// TestEngineRefusesWhatPebbleDoesNotRunYet: a session window on the
+// pebble backend is refused by NewQuery, naming the operator and the way
+// out, which runs: WithOperatorStateStore(id, nil) keeps that operator in
+// memory while the query's others stay on pebble. An id that names no
+// operator is refused, naming it and the query's operators; the plan
+// names each operator's backend and warns of complete mode on disk.
 func TestEngineRefusesWhatPebbleDoesNotRunYet(t *testing.T) {
-	src := &seq{perTrigger: 10, keys: 5}
-	src.avail.Store(10)
+	src := &evSeq{perTrigger: 10, keys: 5, tail: 1 << 40}
+	src.avail.Store(40)
 	cp, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -183,9 +187,50 @@ func TestEngineRefusesWhatPebbleDoesNotRunYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	err = run(t, engine.ReadStream(src).GroupBy("k").ID("totals").Agg(batch.CountRows().As("n")),
-		engine.WithCheckpoint(cp), engine.WithSink(memsink.New("x")), engine.WithTrigger(engine.AvailableNow()), engine.WithOutputMode(engine.Complete), engine.WithStateStore(b))
-	if err == nil || !strings.Contains(err.Error(), "complete output") || !strings.Contains(err.Error(), "totals") {
-		t.Fatalf("complete mode on pebble: %v", err)
+	sessions := func() *engine.Stream {
+		return engine.ReadStream(src).WithWatermark("ts", time.Second).
+			DropDuplicates("k", "amount").ID("firsts").
+			GroupByWindow(engine.SessionWindow("ts", 2*time.Second), "k").ID("sessions").Agg(batch.CountRows().As("n"))
+	}
+	opts := []engine.Option{engine.WithCheckpoint(cp), engine.WithSink(memsink.New("x")), engine.WithTrigger(engine.AvailableNow()), engine.WithOutputMode(engine.Append), engine.WithStateStore(b)}
+	_, err = engine.NewQuery(sessions(), opts...)
+	if err == nil || !strings.Contains(err.Error(), "sessions") || !strings.Contains(err.Error(), `WithOperatorStateStore("sessions", nil)`) {
+		t.Fatalf("a session window on pebble: %v", err)
+	}
+	_, err = engine.NewQuery(sessions(), append(opts, engine.WithOperatorStateStore("nope", nil))...)
+	if err == nil || !strings.Contains(err.Error(), "nope") || !strings.Contains(err.Error(), "firsts, sessions") {
+		t.Fatalf("an unknown operator id: %v", err)
+	}
+	q, err := engine.NewQuery(sessions(), append(opts, engine.WithOperatorStateStore("sessions", nil))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := q.Describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plan.Operators[0].Backend + " " + plan.Operators[1].Backend; got != "pebble memory" {
+		t.Fatalf("plan backends: %s\n%s", got, plan)
+	}
+	if !strings.Contains(plan.String(), "state on pebble") {
+		t.Fatalf("the plan does not name the pebble backend:\n%s", plan)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := q.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if be, err := statestore.ReadBackend(ctx, storage.Sub(cp, "state/firsts/0")); err != nil || be != pebblestore.BackendName {
+		t.Fatalf("firsts' folder is kept by %q (%v), want pebble", be, err)
+	}
+	if be, err := statestore.ReadBackend(ctx, storage.Sub(cp, "state/sessions/0")); err != nil || be != statestore.BackendMemory {
+		t.Fatalf("sessions' folder is kept by %q (%v), want memory", be, err)
+	}
+	q, err = engine.NewQuery(engine.ReadStream(src).GroupBy("k").ID("totals").Agg(batch.CountRows().As("n")), engine.WithCheckpoint(cp), engine.WithSink(memsink.New("x")), engine.WithOutputMode(engine.Complete), engine.WithStateStore(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan, err = q.Describe(); err != nil || len(plan.Warnings) == 0 || !strings.Contains(plan.Warnings[0], "complete mode") {
+		t.Fatalf("complete mode on pebble: no warning in the plan (%v):\n%s", err, plan)
 	}
 }

@@ -50,6 +50,11 @@ type Options struct {
 	// upload holds at once (one file) and the granularity of incremental
 	// uploads. Default 16 MiB.
 	MaxSSTableSize int64
+	// TimeIndex names a timestamp column of the state (key or value) that
+	// the working copy indexes by time, so that ScanBefore finds the rows
+	// a watermark expires in O(those rows). Default "": no index. Changing
+	// it on an existing folder rebuilds the working copy's index once.
+	TimeIndex string
 }
 
 // NewCache returns a block cache of size bytes to share among Stores. The

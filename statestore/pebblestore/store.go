@@ -44,6 +44,7 @@ type Store struct {
 	schema    *arrow.Schema
 	keySchema *arrow.Schema
 	nkeys     int
+	idx       timeIndex // Options.TimeIndex (index.go)
 	cache     *pebble.Cache
 	ownCache  bool
 
@@ -91,7 +92,12 @@ func Open(ctx context.Context, st storage.Store, o Options) (*Store, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pebblestore: create working directory %s: %w", o.Dir, err)
 	}
+	idx, err := bindTimeIndex(o.TimeIndex, meta.Schema())
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
+		idx:       idx,
 		meta:      meta,
 		st:        st,
 		opts:      o,
@@ -225,6 +231,9 @@ func (s *Store) restoreLocked(ctx context.Context, target int64, dir string) err
 			return err
 		}
 	}
+	if err := s.checkIndex(ctx); err != nil {
+		return err
+	}
 	return s.replay(ctx, target)
 }
 
@@ -233,7 +242,8 @@ func (s *Store) restoreLocked(ctx context.Context, target int64, dir string) err
 // for its version (not one a crashed attempt wrote and a re-run replaced).
 // Otherwise it deletes it.
 func (s *Store) openLocal(ctx context.Context, target int64, dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
+	// pebble v2 names its current manifest by a marker file (no CURRENT).
+	if m, _ := filepath.Glob(filepath.Join(dir, "marker.manifest.*")); len(m) == 0 {
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("remove %s: %w", dir, err)
 		}
@@ -288,7 +298,11 @@ func (s *Store) replay(ctx context.Context, target int64) error {
 // the version last.
 func (s *Store) apply(ctx context.Context, version int64, sum statestore.Sum, upserts, deletes []arrow.RecordBatch) error {
 	db := s.mu.db
-	b := db.NewBatch()
+	newBatch := func() *pebble.Batch { return db.NewBatch() }
+	if s.idx.col >= s.nkeys {
+		newBatch = db.NewIndexedBatch // the index reads a row's previous time
+	}
+	b := newBatch()
 	defer func() { b.Close() }()
 	rows := 0
 	flush := func() error {
@@ -296,10 +310,11 @@ func (s *Store) apply(ctx context.Context, version int64, sum statestore.Sum, up
 			return fmt.Errorf("apply version %d to the working copy: %w", version, err)
 		}
 		b.Close()
-		b = db.NewBatch()
+		b = newBatch()
 		rows = 0
 		return ctx.Err()
 	}
+	iw := &indexWriter{s: s}
 	var key, val []byte
 	for _, r := range upserts {
 		ke := statestore.NewKeyEncoder(r, s.nkeys)
@@ -307,6 +322,11 @@ func (s *Store) apply(ctx context.Context, version int64, sum statestore.Sum, up
 		for i := 0; i < int(r.NumRows()); i++ {
 			key = ke.Append(append(key[:0], dataPrefix), i)
 			val = re.encode(val[:0], i)
+			if s.idx.col >= 0 {
+				if err := iw.upsert(b, r, i, key); err != nil {
+					return err
+				}
+			}
 			if err := b.Set(key, val, nil); err != nil {
 				return err
 			}
@@ -321,6 +341,11 @@ func (s *Store) apply(ctx context.Context, version int64, sum statestore.Sum, up
 		ke := statestore.NewKeyEncoder(r, s.nkeys)
 		for i := 0; i < int(r.NumRows()); i++ {
 			key = ke.Append(append(key[:0], dataPrefix), i)
+			if s.idx.col >= 0 {
+				if err := iw.remove(b, r, i, key); err != nil {
+					return err
+				}
+			}
 			if err := b.Delete(key, nil); err != nil {
 				return err
 			}
@@ -330,6 +355,9 @@ func (s *Store) apply(ctx context.Context, version int64, sum statestore.Sum, up
 				}
 			}
 		}
+	}
+	if err := b.Set(indexSpecKey, s.indexSpecValue(version), nil); err != nil {
+		return err
 	}
 	if err := b.Set(metaKey, s.metaValue(version, sum), nil); err != nil {
 		return err
@@ -553,7 +581,7 @@ func (s *Store) Load(ctx context.Context, version int64) ([]arrow.RecordBatch, e
 	defer os.RemoveAll(tmp)
 	o := s.opts
 	o.Dir, o.Cache = tmp, s.cache
-	t := &Store{meta: s.meta, st: s.st, opts: o, schema: s.schema, keySchema: s.keySchema, nkeys: s.nkeys, cache: s.cache}
+	t := &Store{meta: s.meta, st: s.st, opts: o, schema: s.schema, keySchema: s.keySchema, nkeys: s.nkeys, idx: s.idx, cache: s.cache}
 	t.mu.Lock()
 	err = t.restoreLocked(ctx, version, t.dbDir())
 	if err == nil {

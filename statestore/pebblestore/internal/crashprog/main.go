@@ -1,12 +1,13 @@
 // Command crashprog is the process the pebble backend's crash test
 // (TestCrashOnPebble) kills. It runs a query from a bounded deterministic
-// counter source through a group-by (or a deduplication) whose state is
+// counter source through a group-by (or a deduplication, or a sliding
+// window computed by panes that evicts by the watermark) whose state is
 // kept by the pebble backend into a sink that writes each batch once to a
 // directory, with the engine's fault points armed by ONCEFLOW_FAULT
 // (compiled in with -tags onceflow_faults), and exits when the input is
 // exhausted (trigger AvailableNow).
 //
-//	crashprog -checkpoint DIR -work DIR -out DIR -rows N -per-batch M -keys K [-dedup]
+//	crashprog -checkpoint DIR -work DIR -out DIR -rows N -per-batch M -keys K [-dedup | -sliding]
 //
 // -work is the pebble backend's local working directory: a test may delete
 // it between a kill and the restart, which then restores the state from
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -42,14 +44,15 @@ func main() {
 	perBatch := flag.Int64("per-batch", 250, "rows per batch")
 	keys := flag.Int64("keys", 13, "distinct keys")
 	dedup := flag.Bool("dedup", false, "DropDuplicates(key, bucket) instead of GroupBy(key).Agg(sum, count)")
+	sliding := flag.Bool("sliding", false, "a sliding window (6s every 2s, watermark 1s) by key, append mode, instead of GroupBy(key).Agg(sum, count)")
 	flag.Parse()
-	if err := run(*cpDir, *workDir, *outDir, *rows, *perBatch, *keys, *dedup); err != nil {
+	if err := run(*cpDir, *workDir, *outDir, *rows, *perBatch, *keys, *dedup, *sliding); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cpDir, workDir, outDir string, rows, perBatch, keys int64, dedup bool) (err error) {
+func run(cpDir, workDir, outDir string, rows, perBatch, keys int64, dedup, sliding bool) (err error) {
 	if cpDir == "" || workDir == "" || outDir == "" {
 		return errors.New("-checkpoint, -work and -out are required")
 	}
@@ -76,13 +79,20 @@ func run(cpDir, workDir, outDir string, rows, perBatch, keys int64, dedup bool) 
 	defer func() { err = errors.Join(err, backend.Close()) }()
 
 	stream := engine.ReadStream(&counter{total: rows, perBatch: perBatch, keys: keys})
-	if dedup {
+	mode := engine.Update
+	switch {
+	case dedup:
 		stream = stream.DropDuplicates("key", "bucket").ID("first")
-	} else {
+	case sliding:
+		mode = engine.Append
+		stream = stream.WithWatermark("ts", time.Second).
+			GroupByWindow(engine.SlidingWindow("ts", 6*time.Second, 2*time.Second), "key").ID("windows").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
+	default:
 		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	}
 	q, err := engine.NewQuery(stream,
-		engine.WithOutputMode(engine.Update),
+		engine.WithOutputMode(mode),
 		engine.WithName("pebble-crashprog"),
 		engine.WithCheckpoint(cp),
 		engine.WithSink(&dirSink{store: out}),
@@ -100,7 +110,9 @@ func run(cpDir, workDir, outDir string, rows, perBatch, keys int64, dedup bool) 
 
 // counter is a bounded source of rows: i, key = "k<i % keys>", amount =
 // i*7 % 1000, bucket = i / 300 (so the deduplication meets new (key,
-// bucket) pairs in most batches and repeats in every one).
+// bucket) pairs in most batches and repeats in every one), and an event
+// time ts = i·20 ms from a fixed instant, 3 s earlier for every 17th row
+// (late rows for the sliding window).
 type counter struct {
 	total, perBatch, keys int64
 }
@@ -110,6 +122,7 @@ var schema = arrow.NewSchema([]arrow.Field{
 	{Name: "key", Type: arrow.BinaryTypes.String},
 	{Name: "amount", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "bucket", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Millisecond}},
 }, nil)
 
 func (c *counter) Schema() *arrow.Schema { return schema }
@@ -141,13 +154,20 @@ func (c *counter) Read(_ context.Context, start, end json.RawMessage, emit func(
 	defer kb.Release()
 	defer ab.Release()
 	defer bb.Release()
+	tb := array.NewTimestampBuilder(memory.DefaultAllocator, schema.Field(4).Type.(*arrow.TimestampType))
+	defer tb.Release()
 	for i := s; i < e; i++ {
 		ib.Append(i)
 		kb.Append("k" + strconv.FormatInt(i%c.keys, 10))
 		ab.Append(i * 7 % 1000)
 		bb.Append(i / 300)
+		ts := int64(1_700_000_000_000) + i*20
+		if i%17 == 3 {
+			ts -= 3000
+		}
+		tb.Append(arrow.Timestamp(ts))
 	}
-	cols := []arrow.Array{ib.NewArray(), kb.NewArray(), ab.NewArray(), bb.NewArray()}
+	cols := []arrow.Array{ib.NewArray(), kb.NewArray(), ab.NewArray(), bb.NewArray(), tb.NewArray()}
 	rec := array.NewRecordBatch(schema, cols, e-s)
 	for _, col := range cols {
 		col.Release()

@@ -447,6 +447,11 @@ func (ex *executor) openState(ctx context.Context, cfg *config, committed int64)
 	for _, c := range ex.ops {
 		c.st = make([][]stateStore, len(c.parts))
 		c.disk = cfg.backendFor(c.op.id()) != nil
+		for _, part := range c.parts {
+			if pp, ok := part.(interface{ setPartial(bool) }); ok {
+				pp.setPartial(c.disk) // a disk partition never commits the whole state
+			}
+		}
 		for p := range c.parts {
 			c.st[p] = make([]stateStore, len(c.specs))
 			g.Go(func() error {

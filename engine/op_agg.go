@@ -132,7 +132,14 @@ func (e *evictRule) expired(t, watermark int64) bool {
 type aggPart struct {
 	h  *hashAgg
 	gb *kernel.GroupBy
+	// partial: the partition holds only the groups of the batch (a
+	// disk-backed store), so its groups are never the whole state.
+	partial bool
 }
+
+// setPartial tells the partition whether it holds only some groups
+// (openState, by the operator's backend).
+func (p *aggPart) setPartial(partial bool) { p.partial = partial }
 
 func (h *hashAgg) newPart() (*aggPart, error) {
 	gb, err := h.newGroupBy()
@@ -215,7 +222,7 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 	// CommitFull). Writing the rest costs at most as much again as the
 	// changes; a snapshot pass would read the older snapshot and every
 	// delta since, and write the whole state.
-	if n := int64(p.gb.Len()); n > 0 && 2*changed >= n && f.removed == 0 {
+	if n := int64(p.gb.Len()); !p.partial && n > 0 && 2*changed >= n && f.removed == 0 {
 		f.changes = map[string]stateChange{"": {upserts: p.gb.State(), removals: removed, full: true}}
 		return f, nil
 	}

@@ -33,6 +33,13 @@ type paneOp struct {
 	combineKeys         []string
 	combineAggs         []kernel.Agg
 	combineIn           *arrow.Schema
+	// direct: every stored value is an int64 combined by sum, min or max,
+	// and every user key compares equal exactly when its bytes do, so
+	// windows combine panes by a sort and one pass (windowsDirect)
+	// instead of a kernel GroupBy; combOut is that GroupBy's output
+	// schema, which final reads.
+	direct  bool
+	combOut *arrow.Schema
 }
 
 // paneAgg is how one user aggregate lives in a pane and combines: its
@@ -113,6 +120,15 @@ func newPaneOp(cfg *config, w *windowOp) (*paneOp, error) {
 			o.combineAggs = append(o.combineAggs, kernel.Agg{Func: pa.combine[j], Column: s, Name: s})
 		}
 	}
+	o.direct = directCombine(o.combineIn, nk, o.combineAggs)
+	if o.direct {
+		gb, err := kernel.NewGroupBy(cfg.mem, o.combineIn, o.combineKeys, o.combineAggs)
+		if err != nil {
+			return nil, err
+		}
+		o.combOut = gb.OutputSchema()
+		gb.Release()
+	}
 	// A pane is needed until the last window over it closes: the one
 	// starting at the pane, ending at pane_start + size.
 	o.ev = &evictRule{col: 0, inKeys: true, offsetMs: o.sizeMs - 1}
@@ -183,7 +199,7 @@ func (p *panePart) finish(ctx context.Context, fc *finishCtx) (finished, error) 
 		}
 		return finished{}, err
 	}
-	f, err := p.commitChanges(ctx, removed)
+	f, err := p.commitPanes(ctx, removed, fc.watermark)
 	if err != nil {
 		if out != nil {
 			out.Release()
@@ -194,9 +210,48 @@ func (p *panePart) finish(ctx context.Context, fc *finishCtx) (finished, error) 
 	return f, nil
 }
 
+// commitPanes is commitChanges for panes: a pane is expired by its key
+// (its start) alone, so a pane that changed and expired in this batch is
+// dropped from the upserts by that rule, without matching the removed
+// keys row by row.
+func (p *panePart) commitPanes(ctx context.Context, removed arrow.RecordBatch, watermark int64) (finished, error) {
+	changes := p.gb.Changes()
+	f := finished{updated: changes.NumRows()}
+	if removed != nil {
+		f.removed = removed.NumRows()
+		if removed.NumRows() > 0 && changes.NumRows() > 0 {
+			kept, err := filterExpired(ctx, p.h.mem, changes, p.op.ev, watermark, false)
+			changes.Release()
+			if err != nil {
+				removed.Release()
+				return finished{}, err
+			}
+			changes = kept
+			f.updated = changes.NumRows()
+		}
+	}
+	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed}}
+	return f, nil
+}
+
 // windows combines the panes (a GroupBy output: window_start, window_end,
 // keys, stored values) into the windows that close in (prev, watermark].
 func (o *paneOp) windows(ctx context.Context, panes arrow.RecordBatch, prev, watermark int64) (arrow.RecordBatch, error) {
+	if o.direct {
+		out, ok, err := o.windowsDirect(ctx, panes, prev, watermark)
+		if ok || err != nil {
+			return out, err
+		}
+		// An int64 sum overflowed: the kernel's combination below
+		// reports it as every other sum does.
+	}
+	return o.windowsByGroupBy(ctx, panes, prev, watermark)
+}
+
+// windowsByGroupBy is windows for any aggregate: the panes each window
+// covers are taken into one record (a row per pane and window) and
+// combined by a kernel GroupBy, then sorted.
+func (o *paneOp) windowsByGroupBy(ctx context.Context, panes arrow.RecordBatch, prev, watermark int64) (arrow.RecordBatch, error) {
 	mem := o.h.mem
 	starts := panes.Column(0).(*array.Timestamp).TimestampValues()
 	per := o.size / o.slide

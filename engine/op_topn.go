@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -45,7 +46,8 @@ type topStep struct {
 // once per group, when the watermark closes it. The group keys must hold
 // the event time (a window's window_start and window_end, or the
 // watermark's column), so the query runs in append mode. The output rows
-// are the input rows, ordered by group, then rank. Nexmark q5's "hot items
+// are the input rows, ordered by group (the group keys' values ascending,
+// nulls last; float keys by their text), then rank, ties in arrival order. Nexmark q5's "hot items
 // per window" is GroupBy("window_start", "window_end").Top(1, "bids", Desc)
 // after a windowed count.
 func (g *Grouped) Top(n int, by string, order Order) *Stream {
@@ -270,18 +272,10 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	}
 	defer all.Release()
 	nk := len(o.keyIdx)
-	n := int(all.NumRows())
-	keyCols := all.Columns()[:nk]
-	groups := map[string][]int{}
-	var order []string
-	for i := 0; i < n; i++ {
-		k := keyString(keyCols, i)
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], i)
+	groups, err := topGroups(all.Columns()[:nk], int(all.NumRows()))
+	if err != nil {
+		return finished{}, err
 	}
-	sort.Strings(order)
 	better := o.ranker(all.Column(nk + 1 + indexOf(o.rest, o.byIdx)))
 	heldBefore := 0
 	if p.held != nil {
@@ -289,37 +283,20 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	}
 	evCol := all.Column(o.ev.col).(*array.Timestamp)
 	unit := evCol.DataType().(*arrow.TimestampType).Unit
-	var emit, keep []int
+	var emit, keep, scratch []int
 	removedOld := make([]bool, heldBefore)
-	for _, g := range order {
-		rows := groups[g]
-		sort.SliceStable(rows, func(a, b int) bool { return better(rows[a], rows[b]) })
-		// RANK: a row's rank is 1 + the rows strictly better than it.
-		kept := rows[:0:0]
-		for j, r := range rows {
-			rank := j + 1
-			if j > 0 && !better(rows[j-1], r) {
-				rank = -1 // tied with the row before: same rank
-			}
-			if rank > o.st.n {
-				break
-			}
-			kept = append(kept, r)
-		}
+	for _, rows := range groups {
+		kept := o.rank(rows, better, &scratch)
 		closed := o.ev.expired(kernel.TimestampMillis(int64(evCol.Value(rows[0])), unit), fc.watermark)
+		gone := rows
 		if closed {
-			emit = append(emit, kept...)
+			emit = append(emit, rows[:kept]...)
 		} else {
-			keep = append(keep, kept...)
+			keep = append(keep, rows[:kept]...)
+			gone = rows[kept:]
 		}
-		stay := map[int]bool{}
-		if !closed {
-			for _, r := range kept {
-				stay[r] = true
-			}
-		}
-		for _, r := range rows {
-			if r < heldBefore && !stay[r] {
+		for _, r := range gone {
+			if r < heldBefore {
 				removedOld[r] = true
 			}
 		}
@@ -368,6 +345,148 @@ func (p *topPart) finish(ctx context.Context, fc *finishCtx) (finished, error) {
 	}
 	p.held = newHeld
 	return f, nil
+}
+
+// rank reorders rows (in index order) so that the rows ranked n or better
+// come first, best first and ties in index order, and returns how many
+// they are (SQL's RANK: a row's rank is 1 + the rows strictly better than
+// it). For n = 1 the best rows are found in one pass; scratch is reused.
+func (o *topOp) rank(rows []int, better func(a, b int) bool, scratch *[]int) int {
+	if o.st.n == 1 {
+		best := rows[0]
+		for _, r := range rows[1:] {
+			if better(r, best) {
+				best = r
+			}
+		}
+		rest := (*scratch)[:0]
+		kept := 0
+		for _, r := range rows {
+			if better(best, r) {
+				rest = append(rest, r)
+			} else {
+				rows[kept] = r
+				kept++
+			}
+		}
+		copy(rows[kept:], rest)
+		*scratch = rest
+		return kept
+	}
+	slices.SortStableFunc(rows, func(a, b int) int {
+		switch {
+		case better(a, b):
+			return -1
+		case better(b, a):
+			return 1
+		}
+		return 0
+	})
+	kept := 0
+	for j, r := range rows {
+		rank := j + 1
+		if j > 0 && !better(rows[j-1], r) {
+			rank = -1 // tied with the row before: same rank
+		}
+		if rank > o.st.n {
+			break
+		}
+		kept++
+	}
+	return kept
+}
+
+// topGroups splits rows 0..n-1 into groups of equal keys: groups in the
+// order of their keys (columnCompare's: values ascending, nulls last),
+// rows in index order within a group. Keys of a type whose order calls
+// distinct groups equal (floats: 0 and -0) are grouped by keyString and
+// ordered by it instead.
+func topGroups(keys []arrow.Array, n int) ([][]int, error) {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	exact := true
+	for _, k := range keys {
+		exact = exact && exactKeyType(k.DataType())
+	}
+	if !exact {
+		groups := map[string][]int{}
+		var order []string
+		for i := 0; i < n; i++ {
+			k := keyString(keys, i)
+			if _, ok := groups[k]; !ok {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], i)
+		}
+		sort.Strings(order)
+		out := make([][]int, len(order))
+		for i, k := range order {
+			out[i] = groups[k]
+		}
+		return out, nil
+	}
+	var compare func(a, b int) int
+	if ints := int64Keys(keys); ints != nil {
+		compare = func(a, b int) int {
+			for _, v := range ints {
+				if c := cmp.Compare(v[a], v[b]); c != 0 {
+					return c
+				}
+			}
+			return 0
+		}
+	} else {
+		cmps := make([]func(a, b int) int, len(keys))
+		for c, k := range keys {
+			f, err := columnCompare(k)
+			if err != nil {
+				return nil, fmt.Errorf("group rows by key: %w", err)
+			}
+			cmps[c] = f
+		}
+		compare = func(a, b int) int {
+			for _, f := range cmps {
+				if c := f(a, b); c != 0 {
+					return c
+				}
+			}
+			return 0
+		}
+	}
+	slices.SortStableFunc(idx, compare)
+	var out [][]int
+	for lo := 0; lo < n; {
+		hi := lo + 1
+		for hi < n && compare(idx[lo], idx[hi]) == 0 {
+			hi++
+		}
+		out = append(out, idx[lo:hi:hi])
+		lo = hi
+	}
+	return out, nil
+}
+
+// int64Keys returns the values of key columns that are all int64 or
+// timestamps without nulls, or nil.
+func int64Keys(keys []arrow.Array) [][]int64 {
+	out := make([][]int64, len(keys))
+	for i, k := range keys {
+		if k.NullN() > 0 {
+			return nil
+		}
+		switch a := k.(type) {
+		case *array.Int64:
+			out[i] = a.Int64Values()
+		case *array.Timestamp:
+			d := a.Data()
+			out[i] = arrow.Int64Traits.CastFromBytes(d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()]
+		default:
+			return nil
+		}
+	}
+	return out
 }
 
 // toHeld rearranges an input record into the held layout, numbering its

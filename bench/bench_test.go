@@ -25,8 +25,11 @@ func TestAgreement(t *testing.T) {
 }
 
 func testAgreement(t *testing.T, preload string) {
-	c, err := parseFlags([]string{"-events", "60000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
-		"-batch-events", "15000", "-batch-rows", "15000", "-duckdb-threads", "1", "-reps", "2", "-isolate=false", "-dir", t.TempDir()})
+	// 20,000 events at 1,000 per second are 20 s of event time: q7's
+	// first 10 s window closes under the 1 s watermark, and q4 and q6
+	// close auctions of up to 4 s (maxAuctionDuration at that rate).
+	c, err := parseFlags([]string{"-events", "20000", "-events-per-second", "1000", "-rows", "60000", "-merchants", "997", "-preload=" + preload,
+		"-batch-events", "5000", "-batch-rows", "15000", "-duckdb-threads", "1", "-reps", "2", "-isolate=false", "-dir", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +55,9 @@ func testAgreement(t *testing.T, preload string) {
 			}
 			if !r.Agree {
 				t.Error("result not marked as agreeing")
+			}
+			if strings.HasPrefix(r.Answer, "0 rows") || strings.HasPrefix(r.Answer, "0 groups") {
+				t.Errorf("empty answer (%s): the agreement checks nothing", r.Answer)
 			}
 			t.Logf("%s: %s", r.Workload, r.Answer)
 		})
@@ -101,7 +107,7 @@ func TestDiffDetects(t *testing.T) {
 // TestSinksIgnoreRepeats replays batches into each sink, as the engine does
 // after a crash, and checks the answer does not change.
 func TestSinksIgnoreRepeats(t *testing.T) {
-	c := &config{events: 20000, rows: 20000, merchants: 50, batchEvents: 5000, batchRows: 5000}
+	c := &config{events: 20000, eventRate: 10000, rows: 20000, merchants: 50, batchEvents: 5000, batchRows: 5000}
 	ctx := context.Background()
 	for _, w := range workloads() {
 		if w.name != "q0" && w.name != "agg" && w.name != "agg-int64" {

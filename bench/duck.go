@@ -140,19 +140,20 @@ func (d *duck) rows(ctx context.Context, scan func(*sql.Rows) error) error {
 	return rs.Err()
 }
 
-// checksumSQL wraps a query so that it returns the checksum of its rows.
+// checksumSQL wraps a query so that it returns the checksum of its rows
+// (sums of no rows are 0, as the checksum sink's).
 func checksumSQL(inner string, cols []colSum, baseMs int64) string {
 	exprs := []string{"count(*)::BIGINT"}
 	for _, c := range cols {
 		switch c.kind {
 		case kInt:
-			exprs = append(exprs, fmt.Sprintf("sum(%s)::BIGINT", c.name))
+			exprs = append(exprs, fmt.Sprintf("coalesce(sum(%s), 0)::BIGINT", c.name))
 		case kFloat:
-			exprs = append(exprs, fmt.Sprintf("sum(%s)::DOUBLE", c.name))
+			exprs = append(exprs, fmt.Sprintf("coalesce(sum(%s), 0)::DOUBLE", c.name))
 		case kTime:
-			exprs = append(exprs, fmt.Sprintf("sum(epoch_ms(%s) - %d)::BIGINT", c.name, baseMs))
+			exprs = append(exprs, fmt.Sprintf("coalesce(sum(epoch_ms(%s) - %d), 0)::BIGINT", c.name, baseMs))
 		case kStr:
-			exprs = append(exprs, fmt.Sprintf("sum(strlen(%s))::BIGINT", c.name))
+			exprs = append(exprs, fmt.Sprintf("coalesce(sum(strlen(%s)), 0)::BIGINT", c.name))
 		}
 	}
 	return fmt.Sprintf("SELECT %s FROM (%s) q", strings.Join(exprs, ", "), inner)

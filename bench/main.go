@@ -34,12 +34,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/onceflow/onceflow/engine"
+	"github.com/onceflow/onceflow/source/nexmark"
 	"github.com/onceflow/onceflow/statestore/pebblestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
 type config struct {
 	events      int64
+	eventRate   int64 // Nexmark events per second of event time
 	rows        int64
 	merchants   int64
 	batchEvents int64
@@ -61,7 +63,8 @@ type config struct {
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	c := &config{}
-	fs.Int64Var(&c.events, "events", 10_000_000, "Nexmark events (all kinds; bids are 46 of every 50) for q0-q7")
+	fs.Int64Var(&c.events, "events", 10_000_000, "Nexmark events (all kinds; bids are 46 of every 50) for q0-q8")
+	fs.Int64Var(&c.eventRate, "events-per-second", nexmark.DefaultEventsPerSecond, "Nexmark event rate in event time (spacing of date_time, auction lifetimes): fewer per second, more windows per event")
 	fs.Int64Var(&c.rows, "rows", 10_000_000, "payment rows for the settlement aggregation")
 	fs.Int64Var(&c.merchants, "merchants", 100_000, "distinct merchants (keys) of the aggregation")
 	fs.Int64Var(&c.batchEvents, "batch-events", 500_000, "Nexmark events per engine batch (max per trigger)")
@@ -70,7 +73,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 1, "time the kernel and each reference query this many times and report the run of median CPU time (the engine runs once)")
 	fs.BoolVar(&c.denseIDs, "dense-ids", false, "kernel and agg-int64: merchant ids 0..merchants-1 instead of ids scattered over the int64 range")
 	threads := fs.String("duckdb-threads", "1,2", "DuckDB thread counts to run each reference with")
-	queries := fs.String("queries", "q0,q1,q2,q5,q7,agg,kernel,agg-int64,agg-int64-pebble", "workloads to run")
+	queries := fs.String("queries", "q0,q1,q2,q3,q4,q5,q6,q7,q8,q7-max,agg,kernel,agg-int64,agg-int64-pebble", "workloads to run")
 	fs.StringVar(&c.dir, "dir", "", "parent directory of the checkpoints (default: a temporary directory)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each engine (or kernel) run to PREFIX-<query>.pprof")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each workload in its own process, so peak memory is its own")
@@ -99,8 +102,8 @@ func parseFlags(args []string) (*config, error) {
 		}
 		c.queries = append(c.queries, q)
 	}
-	if c.events < 1 || c.rows < 1 || c.merchants < 1 || c.batchEvents < 1 || c.batchRows < 1 || c.reps < 1 {
-		return nil, fmt.Errorf("-events, -rows, -merchants, -batch-events, -batch-rows and -reps must be positive")
+	if c.events < 1 || c.eventRate < 1 || c.rows < 1 || c.merchants < 1 || c.batchEvents < 1 || c.batchRows < 1 || c.reps < 1 {
+		return nil, fmt.Errorf("-events, -events-per-second, -rows, -merchants, -batch-events, -batch-rows and -reps must be positive")
 	}
 	return c, nil
 }
@@ -306,28 +309,31 @@ func (r *runner) run(ctx context.Context, w workload) (*result, error) {
 	c := r.cfg
 	res := &result{Workload: w.name, What: w.what, Agree: true, Preloaded: c.preload}
 
-	// The generator alone.
-	src, events, err := newSource(c, w.input)
-	if err != nil {
-		return nil, err
-	}
-	res.Events = events
+	// The generator alone, once per side the engine reads.
 	sp := start()
 	var rows int64
-	err = src.Read(ctx, mustJSON(src.InitialOffset(ctx)), endOffset(w.input, events), func(rec arrow.RecordBatch) error {
-		rows += rec.NumRows()
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("source alone: %w", err)
+	for range w.sides() {
+		src, events, err := newSource(c, w.input)
+		if err != nil {
+			return nil, err
+		}
+		res.Events = events
+		err = src.Read(ctx, mustJSON(src.InitialOffset(ctx)), endOffset(w.input, events), func(rec arrow.RecordBatch) error {
+			rows += rec.NumRows()
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("source alone: %w", err)
+		}
 	}
 	wall, cpu := sp.stop()
-	res.SourceOnly = newThroughput(events, wall, cpu)
+	res.SourceOnly = newThroughput(res.Events, wall, cpu)
 	res.InputRows = rows
 	runtime.GC()
 
 	// The engine, or the kernel alone.
 	var got answer
+	var err error
 	if w.kernel != nil {
 		got, err = r.runKernel(ctx, w, res)
 	} else {
@@ -354,7 +360,7 @@ func (r *runner) run(ctx context.Context, w workload) (*result, error) {
 		if err := ld.d.rows(ctx, scan); err != nil {
 			return nil, err
 		}
-		res.addRef(fmt.Sprintf("duckdb-%dt", th), events, wall, cpu, ld.loadS, got, ans())
+		res.addRef(fmt.Sprintf("duckdb-%dt", th), res.Events, wall, cpu, ld.loadS, got, ans())
 	}
 
 	// A plain Go loop.
@@ -368,7 +374,7 @@ func (r *runner) run(ctx context.Context, w workload) (*result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("go map: %w", err)
 		}
-		res.addRef("go-map", events, wall, cpu, 0, got, ans)
+		res.addRef("go-map", res.Events, wall, cpu, 0, got, ans)
 	}
 	return res, nil
 }
@@ -548,9 +554,12 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 		return nil, err
 	}
 	defer store.Close()
-	src, events, err := newSource(c, w.input)
-	if err != nil {
-		return nil, err
+	srcs := make([]engine.Source, w.sides())
+	var events int64
+	for i := range srcs {
+		if srcs[i], events, err = newSource(c, w.input); err != nil {
+			return nil, err
+		}
 	}
 	if c.preload {
 		recs, err := loadRecords(ctx, c, w.input)
@@ -558,14 +567,23 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 			return nil, err
 		}
 		per := c.batchEvents
-		if w.input != nexmarkBids {
+		if w.input == payments || w.input == intPayments {
 			per = c.batchRows
 		}
 		chunk := inputChunkFor(c, w.input)
-		ms := newMemSource(recs, int((per+chunk-1)/chunk))
-		defer ms.release()
 		res.PreloadedMB = float64(recordBytes(recs)) / (1 << 20)
-		src = ms
+		// Every side replays the same records; each memSource holds and
+		// releases a reference of its own.
+		for i := range srcs {
+			if i > 0 {
+				for _, r := range recs {
+					r.Retain()
+				}
+			}
+			ms := newMemSource(recs, int((per+chunk-1)/chunk))
+			defer ms.release()
+			srcs[i] = ms
+		}
 	}
 	sink := w.sink(c)
 	var batchMs, commitMs []int64
@@ -579,7 +597,13 @@ func (r *runner) runEngine(ctx context.Context, w workload, res *result) (answer
 		defer b.Close()
 		extra = append(extra, engine.WithStateStore(b))
 	}
-	q, err := engine.NewQuery(w.stream(src), append([]engine.Option{
+	var stream *engine.Stream
+	if w.join != nil {
+		stream = w.join(c, srcs[0], srcs[1])
+	} else {
+		stream = w.stream(srcs[0])
+	}
+	q, err := engine.NewQuery(stream, append([]engine.Option{
 		engine.WithName("bench-" + w.name),
 		engine.WithCheckpoint(store),
 		engine.WithSink(sink),
@@ -649,6 +673,12 @@ func (r *runner) duck(ctx context.Context, in input) (*loadedDuck, error) {
 		err = d.load(ctx, r.cfg.dir, "payments", next, []int{3, 4}) // key, amount_cents
 	case intPayments:
 		err = d.load(ctx, r.cfg.dir, "int_payments", next, []int{0, 1}) // k, amount_cents
+	case nexmarkEvents:
+		all := make([]int, len(nexmark.EventSchema().Fields()))
+		for i := range all {
+			all[i] = i
+		}
+		err = d.load(ctx, r.cfg.dir, "events", next, all)
 	default:
 		err = d.load(ctx, r.cfg.dir, "bids", next, []int{0, 1, 2, 3, 4, 5, 6})
 	}

@@ -19,9 +19,10 @@ import (
 type input int
 
 const (
-	nexmarkBids input = iota // Nexmark bids (bids-only mode), table bids
-	payments                 // rate rows keyed by merchant, table payments
-	intPayments              // (k int64, amount_cents) rows, table int_payments (kernel.go)
+	nexmarkBids   input = iota // Nexmark bids (bids-only mode), table bids
+	nexmarkEvents              // every Nexmark event (persons, auctions, bids), table events (nexmark_joins.go)
+	payments                   // rate rows keyed by merchant, table payments
+	intPayments                // (k int64, amount_cents) rows, table int_payments (kernel.go)
 )
 
 // workload is one benchmark query: its engine definition, a sink that
@@ -31,8 +32,13 @@ type workload struct {
 	what   string
 	input  input
 	stream func(src engine.Source) *engine.Stream
-	mode   engine.OutputMode
-	sink   func(c *config) resultSink
+	// join, set instead of stream, builds a query of two sides, each
+	// reading a source of its own over the same events (a join's right
+	// side has sources of its own): the engine reads, and with
+	// -preload=false generates, the input twice.
+	join func(c *config, left, right engine.Source) *engine.Stream
+	mode engine.OutputMode
+	sink func(c *config) resultSink
 	// sql is the DuckDB query over table bids or payments.
 	sql func(c *config) string
 	// scan reads DuckDB's result rows into an answer.
@@ -47,6 +53,14 @@ type workload struct {
 	// pebble runs the engine with its state on the pebble backend
 	// (statestore/pebblestore) instead of in memory.
 	pebble bool
+}
+
+// sides is the number of sources the query reads: 2 for a join.
+func (w workload) sides() int {
+	if w.join != nil {
+		return 2
+	}
+	return 1
 }
 
 // refFunc computes a workload's answer over records in memory and returns
@@ -75,7 +89,7 @@ func workloads() []workload {
 	q0cols := []colSum{{"auction", kInt}, {"bidder", kInt}, {"price", kInt}, {"channel", kStr}, {"url", kStr}, {"date_time", kTime}, {"extra", kStr}}
 	q1cols := []colSum{{"auction", kInt}, {"bidder", kInt}, {"price", kFloat}, {"date_time", kTime}, {"extra", kStr}}
 	q2cols := []colSum{{"auction", kInt}, {"price", kInt}}
-	return []workload{
+	out := []workload{
 		checksumWorkload("q0", "pass-through of every bid column", q0cols,
 			"SELECT auction, bidder, price, channel, url, date_time, extra FROM bids",
 			func(s *engine.Stream) *engine.Stream {
@@ -91,6 +105,10 @@ func workloads() []workload {
 			func(s *engine.Stream) *engine.Stream {
 				return s.Where(batch.Eq(batch.Mod(batch.Col("auction"), batch.Lit(123)), batch.Lit(0))).Select(col("auction"), col("price"))
 			}),
+	}
+	joins := joinWorkloads() // q3, q4, q6, q7, q8
+	out = append(out, joins[:2]...)
+	out = append(out, []workload{
 		{
 			name:  "q5",
 			what:  "hot items: bids per auction over sliding 10s/2s windows, top auctions per window",
@@ -130,13 +148,16 @@ GROUP BY ws`
 				}, func() answer { return h }
 			},
 		},
+	}...)
+	out = append(out, joins[2:]...)
+	return append(out, []workload{
 		{
-			name:  "q7",
-			what:  "highest bid: max price per tumbling 10s window",
+			name:  "q7-max",
+			what:  "highest bid, first half: max price per tumbling 10s window (update mode, no join back to the bids; q7 is the whole query)",
 			input: nexmarkBids,
 			stream: func(src engine.Source) *engine.Stream {
 				return engine.ReadStream(src).WithWatermark("date_time", 0).
-					GroupByWindow(engine.TumblingWindow("date_time", 10*time.Second)).ID("q7").
+					GroupByWindow(engine.TumblingWindow("date_time", 10*time.Second)).ID("q7-max").
 					Agg(batch.Max(batch.Col("price")).As("max_price"))
 			},
 			mode: engine.Update,
@@ -208,7 +229,7 @@ GROUP BY ws`
 			goRef:  goMapInt64Totals,
 			pebble: true,
 		},
-	}
+	}...)
 }
 
 func intTotalsSQL(*config) string {
@@ -262,7 +283,10 @@ func goMapTotals(recs []arrow.RecordBatch) (func() answer, error) {
 func newSource(c *config, in input) (engine.Source, int64, error) {
 	switch in {
 	case nexmarkBids:
-		s, err := nexmark.New(nexmark.WithBidsOnly(), nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
+		s, err := nexmark.New(nexmark.WithBidsOnly(), nexmark.WithEventsPerSecond(c.eventRate), nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
+		return s, c.events, err
+	case nexmarkEvents:
+		s, err := nexmark.New(nexmark.WithEventsPerSecond(c.eventRate), nexmark.WithTotalEvents(c.events), nexmark.WithMaxEventsPerTrigger(c.batchEvents))
 		return s, c.events, err
 	case payments:
 		// The rate source is clock-driven: a clock that stands at the
@@ -311,7 +335,12 @@ func inputRecords(ctx context.Context, c *config, in input) (func() arrow.Record
 				return nil
 			}
 			end := min(next+chunk, total)
-			rec := s.BidRecord(next, end)
+			var rec arrow.RecordBatch
+			if in == nexmarkEvents {
+				rec = s.EventRecord(next, end)
+			} else {
+				rec = s.BidRecord(next, end)
+			}
 			next = end
 			return rec
 		}, nil

@@ -223,11 +223,17 @@ func (o *joinOp) newPartition(int) (opPartition, error) {
 	return &joinPart{op: o}, nil
 }
 
-// joinBuf is one side's buffered rows in one partition, in arrival order.
+// joinBuf is one side's buffered rows in one partition, in arrival order,
+// with what finish needs of each row computed once, when it arrives (or is
+// loaded): its encoded key, whether it can match, its range time. Only the
+// batch's new rows are encoded; the buffered ones are not again.
 type joinBuf struct {
 	rows     arrow.RecordBatch // nil when empty
 	bat, seq []int64
 	matched  []bool
+	keys     []string
+	usable   []bool
+	ts       []int64 // nil without a range condition
 	pending  []arrow.RecordBatch
 }
 
@@ -281,6 +287,9 @@ func (p *joinPart) load(_ context.Context, store string, recs []arrow.RecordBatc
 		rec := array.NewRecordBatch(in, cols, int64(n))
 		owned = append(owned, rec)
 		parts = append(parts, rec)
+		if err := p.op.encodeRows(side, rec, &b.keys, &b.usable, &b.ts); err != nil {
+			return fmt.Errorf("join state %s: %w", store, err)
+		}
 	}
 	if len(parts) == 0 {
 		return nil
@@ -356,6 +365,57 @@ type joinView struct {
 	matched []bool // after this batch's probes
 }
 
+// encodeRows appends, for each row of rec (of side's input schema), its
+// encoded key, whether it can match (no key column nor the range column
+// null) and its range time in ms (ts stays nil without a range).
+func (o *joinOp) encodeRows(side int, rec arrow.RecordBatch, keys *[]string, usable *[]bool, ts *[]int64) error {
+	n := int(rec.NumRows())
+	var tsValid []bool
+	if o.rangeCol[side] >= 0 {
+		t, valid, err := kernel.EventTimesMillis(rec, o.rangeCol[side])
+		if err != nil {
+			return err
+		}
+		*ts = append(*ts, t...)
+		tsValid = valid
+	}
+	keyCols := make([]arrow.Array, len(o.keys[side]))
+	for i, k := range o.keys[side] {
+		keyCols[i] = rec.Column(k)
+	}
+	var buf []byte
+	for i := range n {
+		ok := tsValid == nil || tsValid[i]
+		for _, c := range keyCols {
+			ok = ok && !c.IsNull(i)
+		}
+		*usable = append(*usable, ok)
+		k := ""
+		if ok {
+			buf = appendJoinKey(buf[:0], keyCols, i)
+			k = string(buf)
+		}
+		*keys = append(*keys, k)
+	}
+	return nil
+}
+
+// appendJoinKey encodes row i of the key columns (none null) for the
+// join's Go maps: an int64 column as 0x02 and its 8 bytes, any other as
+// keyString's self-delimiting encoding of that column. Both sides' key
+// columns have one type each, so equal keys encode alike.
+func appendJoinKey(b []byte, cols []arrow.Array, i int) []byte {
+	for c, col := range cols {
+		if a, ok := col.(*array.Int64); ok {
+			v := uint64(a.Value(i))
+			b = append(b, 2, byte(v), byte(v>>8), byte(v>>16), byte(v>>24), byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56))
+			continue
+		}
+		b = append(b, keyString(cols[c:c+1], i)...)
+	}
+	return b
+}
+
 func (p *joinPart) view(side int) (*joinView, error) {
 	o := p.op
 	b := &p.buf[side]
@@ -374,37 +434,25 @@ func (p *joinPart) view(side int) (*joinView, error) {
 	if len(parts) == 0 {
 		return v, nil
 	}
+	// The buffered rows' keys, usability and times as they were computed
+	// when they arrived; the new rows' now.
+	v.keys = append([]string(nil), b.keys...)
+	v.usable = append([]bool(nil), b.usable...)
+	if o.rangeCol[side] >= 0 {
+		v.ts = append(make([]int64, 0, len(b.ts)), b.ts...)
+	}
+	for _, r := range b.pending {
+		if err := o.encodeRows(side, r, &v.keys, &v.usable, &v.ts); err != nil {
+			return nil, err
+		}
+	}
 	all, err := concatRecords(o.mem, o.in[side], parts)
 	if err != nil {
 		return nil, err
 	}
 	v.all = all
-	n := int(all.NumRows())
-	keyCols := make([]arrow.Array, len(o.keys[side]))
-	for i, k := range o.keys[side] {
-		keyCols[i] = all.Column(k)
-	}
-	v.keys = make([]string, n)
-	v.usable = make([]bool, n)
-	v.matched = make([]bool, n)
+	v.matched = make([]bool, len(v.keys))
 	copy(v.matched, b.matched)
-	var tsValid []bool
-	if o.rangeCol[side] >= 0 {
-		if v.ts, tsValid, err = kernel.EventTimesMillis(all, o.rangeCol[side]); err != nil {
-			all.Release()
-			return nil, err
-		}
-	}
-	for i := range n {
-		ok := tsValid == nil || tsValid[i]
-		for _, c := range keyCols {
-			ok = ok && !c.IsNull(i)
-		}
-		v.usable[i] = ok
-		if ok {
-			v.keys[i] = keyString(keyCols, i)
-		}
-	}
 	return v, nil
 }
 
@@ -584,6 +632,12 @@ func (p *joinPart) changes(ctx context.Context, side int, v *joinView, keep []bo
 	newBat := make([]int64, 0, v.rows())
 	newSeq := make([]int64, 0, v.rows())
 	newMatched := make([]bool, 0, v.rows())
+	newKeys := make([]string, 0, v.rows())
+	newUsable := make([]bool, 0, v.rows())
+	var newTs []int64
+	if v.ts != nil {
+		newTs = make([]int64, 0, v.rows())
+	}
 	for i := range v.rows() {
 		bat, seq := batchID, int64(i-v.nOld)
 		if i < v.nOld {
@@ -601,6 +655,10 @@ func (p *joinPart) changes(ctx context.Context, side int, v *joinView, keep []bo
 			ups = append(ups, int32(i))
 		}
 		newBat, newSeq, newMatched = append(newBat, bat), append(newSeq, seq), append(newMatched, m)
+		newKeys, newUsable = append(newKeys, v.keys[i]), append(newUsable, v.usable[i])
+		if newTs != nil {
+			newTs = append(newTs, v.ts[i])
+		}
 	}
 	seqOf := func(i int32) (int64, int64, bool) {
 		if int(i) < v.nOld {
@@ -663,6 +721,7 @@ func (p *joinPart) changes(ctx context.Context, side int, v *joinView, keep []bo
 		b.rows.Release()
 	}
 	b.rows, b.bat, b.seq, b.matched = rows, newBat, newSeq, newMatched
+	b.keys, b.usable, b.ts = newKeys, newUsable, newTs
 	return ch, len(kept), nil
 }
 

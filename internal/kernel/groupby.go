@@ -54,6 +54,12 @@ type GroupBy struct {
 	needCand bool
 	// seq numbers the calls of keys.find (see keyTable.find).
 	seq uint32
+	// track: Merge asks keys.find for the distinct groups of a record
+	// (m.groups), which string pick accumulators need and bytesKeys
+	// always gives. Otherwise (one fixed-width key and no such
+	// accumulator) find writes nothing on a hit, and touchRows marks the
+	// changed groups from m.gids: the same groups in the same order.
+	track bool
 
 	m       aggMergeCtx
 	keyCols []arrow.Array
@@ -135,6 +141,8 @@ func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Ag
 	g.stateSch = arrow.NewSchema(stateFields[len(keyFields):], nil)
 	g.outSch = arrow.NewSchema(outFields, nil)
 	g.keys = newKeyTable(keyFields)
+	_, u64 := g.keys.(*u64Keys)
+	g.track = g.needCand || !u64
 	g.m.describe = g.describe
 	return g, nil
 }
@@ -166,10 +174,18 @@ func (g *GroupBy) Merge(rec arrow.RecordBatch) error {
 	for _, ci := range g.keyIdx {
 		g.keyCols = append(g.keyCols, rec.Column(ci))
 	}
-	g.m.groups = g.keys.find(g.keyCols, g.m.gids, g.nextSeq(), g.m.groups[:0])
+	seq := uint32(0)
+	if g.track {
+		seq = g.nextSeq()
+	}
+	g.m.groups = g.keys.find(g.keyCols, g.m.gids, seq, g.m.groups[:0])
 	clear(g.keyCols)
 	g.grow()
-	g.touch()
+	if g.track {
+		g.touch()
+	} else {
+		g.touchRows()
+	}
 	for i, acc := range g.accs {
 		var col arrow.Array
 		if ci := g.aggIdx[i]; ci >= 0 {
@@ -233,6 +249,24 @@ func (g *GroupBy) nextSeq() uint32 {
 func (g *GroupBy) touch() {
 	bits := g.touchBits
 	for _, gid := range g.m.groups {
+		w, b := gid>>6, uint64(1)<<(gid&63)
+		if bits[w]&b == 0 {
+			bits[w] |= b
+			g.touched = append(g.touched, gid)
+		}
+	}
+}
+
+// touchRows is touch from the rows' groups (m.gids) when find did not
+// list the distinct ones: a group is added at its first row, so the order
+// is touch's. When every group is touched already (more merges in one
+// batch) there is nothing to mark.
+func (g *GroupBy) touchRows() {
+	if len(g.touched) == g.keys.len() {
+		return
+	}
+	bits := g.touchBits
+	for _, gid := range g.m.gids {
 		w, b := gid>>6, uint64(1)<<(gid&63)
 		if bits[w]&b == 0 {
 			bits[w] |= b

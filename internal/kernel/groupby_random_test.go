@@ -36,17 +36,29 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 		name    string
 		types   []arrow.DataType
 		chunked bool
+		noNulls bool
+		// setup, when set, replaces the chunked/direct choice.
+		setup func(g *GroupBy)
 	}{
-		{"int64", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false},
-		{"int64/chunked", []arrow.DataType{arrow.PrimitiveTypes.Int64}, true},
-		{"string/chunked", []arrow.DataType{arrow.BinaryTypes.String}, true},
-		{"string+int64/chunked", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}, true},
-		{"int32", []arrow.DataType{arrow.PrimitiveTypes.Int32}, false},
-		{"string", []arrow.DataType{arrow.BinaryTypes.String}, false},
-		{"binary", []arrow.DataType{arrow.BinaryTypes.Binary}, false},
-		{"large_string", []arrow.DataType{arrow.BinaryTypes.LargeString}, false},
-		{"string+int64", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}, false},
-		{"int16+bool+string", []arrow.DataType{arrow.PrimitiveTypes.Int16, arrow.FixedWidthTypes.Boolean, arrow.BinaryTypes.String}, false},
+		{"int64", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, false, nil},
+		{"int64/chunked", []arrow.DataType{arrow.PrimitiveTypes.Int64}, true, false, nil},
+		{"string/chunked", []arrow.DataType{arrow.BinaryTypes.String}, true, false, nil},
+		{"string+int64/chunked", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}, true, false, nil},
+		{"int32", []arrow.DataType{arrow.PrimitiveTypes.Int32}, false, false, nil},
+		{"string", []arrow.DataType{arrow.BinaryTypes.String}, false, false, nil},
+		{"binary", []arrow.DataType{arrow.BinaryTypes.Binary}, false, false, nil},
+		{"large_string", []arrow.DataType{arrow.BinaryTypes.LargeString}, false, false, nil},
+		{"string+int64", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}, false, false, nil},
+		{"int16+bool+string", []arrow.DataType{arrow.PrimitiveTypes.Int16, arrow.FixedWidthTypes.Boolean, arrow.BinaryTypes.String}, false, false, nil},
+		// Keys without nulls take u64FindGids (u64ProbeAsm on amd64 for
+		// 8-byte keys); the knobs force each of the other loops on the
+		// same data.
+		{"int64/no-nulls", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(*GroupBy) {}},
+		{"int64/no-nulls/chunked", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(g *GroupBy) { gbForceLarge(g, 700) }},
+		{"int64/no-nulls/go-probe", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(g *GroupBy) { g.keys.(*u64Keys).probeGo = true }},
+		{"int64/no-nulls/general", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(g *GroupBy) { g.keys.(*u64Keys).general = true }},
+		{"int64/no-nulls/tracked", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(g *GroupBy) { g.track = true }},
+		{"int32/no-nulls", []arrow.DataType{arrow.PrimitiveTypes.Int32}, false, true, func(*GroupBy) {}},
 	}
 	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
@@ -77,7 +89,7 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 				for _, dt := range kind.types {
 					b := array.NewBuilder(mem, dt)
 					for range n {
-						if rng.IntN(20) == 0 {
+						if rng.IntN(20) == 0 && !kind.noNulls {
 							b.AppendNull()
 							continue
 						}
@@ -121,7 +133,9 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 					if g, err = NewGroupBy(mem, sch, keyNames, []Agg{sumOf("v"), countOf("*")}); err != nil {
 						t.Fatal(err)
 					}
-					if kind.chunked {
+					if kind.setup != nil {
+						kind.setup(g)
+					} else if kind.chunked {
 						gbForceLarge(g, 700) // chunked from 700 groups on, pipelined probes
 					} else {
 						gbForceDirect(g) // probes one row at a time

@@ -8,3 +8,8 @@ func prefetchSlots(slots *u64Slot, pos *uint64, n int) {}
 
 // hasPrefetch: prefetchSlots issues real prefetches on this architecture.
 const hasPrefetch = false
+
+// u64ProbeAsm is never called where hasPrefetch is false.
+func u64ProbeAsm(slots *u64Slot, mask, shift uint64, vals *uint64, gids *uint32, n, i, ahead int) (row int, slot uint64) {
+	panic("kernel: u64ProbeAsm without prefetch")
+}

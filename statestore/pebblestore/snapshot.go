@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/onceflow/onceflow/statestore"
 )
@@ -208,6 +211,12 @@ func (s *Store) rebuild(ctx context.Context, target int64, dir string) error {
 	}
 	if snap < 0 {
 		return nil
+	}
+	// Until apply records snap, the new copy is not version -1: mark it
+	// (apply deletes the mark), so that a restore interrupted here does
+	// not leave an empty copy that the next one takes for version -1.
+	if err := db.Set(pendingKey, binary.BigEndian.AppendUint64(nil, uint64(snap)), pebble.NoSync); err != nil {
+		return err
 	}
 	recs, err := s.meta.Load(ctx, snap)
 	if err != nil {

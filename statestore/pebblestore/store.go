@@ -23,6 +23,7 @@ import (
 // version's delta, and the folder it belongs to).
 var (
 	metaKey    = []byte("m")
+	pendingKey = []byte("p") // a version being applied over the one 'm' names (apply, rebuild)
 	dataLower  = []byte("d")
 	dataUpper  = []byte("e")
 	dataPrefix = byte('d')
@@ -30,9 +31,11 @@ var (
 
 // applyRows is how many rows go into one pebble batch when a delta is
 // applied: a large delta becomes several batches, so that a crash between
-// them leaves part of version N over version N-1. That is safe: the
-// version recorded is N-1 until the last batch, and replaying N's delta
-// over part of N sets and deletes the same keys to the same end.
+// them leaves part of version N over version N-1. The first batch writes
+// 'p' (pendingKey) and the last deletes it with the version recorded: a
+// copy that holds 'p' is not version N-1 (N may never be committed, and
+// the re-run of its batch would read part of N as N-1), so openLocal
+// does not reuse it.
 const applyRows = 64 << 10
 
 // Store is the state of one (operator, partition) on the pebble backend.
@@ -257,7 +260,16 @@ func (s *Store) openLocal(ctx context.Context, target int64, dir string) error {
 		}
 		return nil
 	}
-	ok := v <= target && (folder == s.st.URL() || v == -1)
+	// An empty copy (version -1) serves only the empty state: for a later
+	// target the deltas from 0 on may be purged, and the newest snapshot
+	// is the cheaper start anyway.
+	ok := v <= target && (v >= 0 && folder == s.st.URL() || v == -1 && target == -1)
+	if _, closer, err := db.Get(pendingKey); err == nil {
+		closer.Close()
+		ok = false // part of a version was applied over v: not v
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		ok = false
+	}
 	if ok && v >= 0 {
 		have, err := s.meta.DeltaSum(ctx, v)
 		if err != nil && !errors.Is(err, statestore.ErrMissing) {
@@ -304,6 +316,9 @@ func (s *Store) apply(ctx context.Context, version int64, sum statestore.Sum, up
 	}
 	b := newBatch()
 	defer func() { b.Close() }()
+	if err := b.Set(pendingKey, binary.BigEndian.AppendUint64(nil, uint64(version)), nil); err != nil {
+		return err
+	}
 	rows := 0
 	flush := func() error {
 		if err := db.Apply(b, pebble.NoSync); err != nil {
@@ -362,6 +377,9 @@ func (s *Store) apply(ctx context.Context, version int64, sum statestore.Sum, up
 	if err := b.Set(metaKey, s.metaValue(version, sum), nil); err != nil {
 		return err
 	}
+	if err := b.Delete(pendingKey, nil); err != nil {
+		return err
+	}
 	if err := db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("apply version %d to the working copy: %w", version, err)
 	}
@@ -396,8 +414,8 @@ func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arro
 		dels = []arrow.RecordBatch{deletes}
 	}
 	if err := s.apply(ctx, version, sum, ups, dels); err != nil {
-		// The delta is durable; the working copy may hold part of it.
-		// Close it: the next Restore replays the delta over it.
+		// The delta is durable; the working copy may hold part of it
+		// (and 'p'). Close it: the next Restore rebuilds it.
 		db := s.mu.db
 		s.mu.db = nil
 		return fmt.Errorf("pebblestore: commit version %d of %s: %w", version, s.st.URL(), errors.Join(err, db.Close()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/storage"
 )
 
 func (r *run) runBatch(ctx context.Context, id int64, plan *OffsetsEntry, recovered bool) error {
@@ -20,7 +21,7 @@ func (r *run) runBatch(ctx context.Context, id int64, plan *OffsetsEntry, recove
 // runBatchTimed executes batch id exactly as plan says, hands it to every
 // sink, and commits it.
 func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, recovered bool, durs map[string]int64, planning time.Duration) error {
-	cfg, ex := r.cfg, r.ex
+	ex := r.ex
 	defer ex.reset()
 	began := time.Now()
 
@@ -56,37 +57,31 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	}
 	durs[PhaseGetBatch] = time.Since(t).Milliseconds()
 
-	// State.
-	stateTime, err := ex.finishState(ctx, id)
+	// State. With every operator's state in memory (on a local disk), the
+	// delta files of version N are written under a sync group: not yet in
+	// place nor durable, so the sinks need not wait for their fsyncs (see
+	// stateSync). A disk-backed store commits durably by itself.
+	var group *storage.SyncGroup
+	stateCtx := ctx
+	if r.deferState() {
+		group = storage.NewSyncGroup()
+		stateCtx = storage.WithSyncGroup(ctx, group)
+	}
+	defer group.Abort() // a failed batch leaves no temporary file behind
+	stateTime, err := ex.finishState(stateCtx, id)
 	if err != nil {
 		return fmt.Errorf("engine: batch %d: %w", id, err)
 	}
-	durs[PhaseStateCommit] = stateTime.Milliseconds()
-	if ex.stateful() {
-		fault.Point(fault.EngineAfterState)
-	}
 
-	// Sinks: the late rows first, then the output.
+	// Sinks, while the state becomes durable.
 	t = time.Now()
-	// The late-rows sink gets every batch, with or without late rows, so
-	// its position is the newest commit like every other sink's (see
-	// positions.check) and a files sink's log has no holes.
-	if cfg.lateRows != nil {
-		if err := r.checkCurrent(ctx, id); err != nil {
-			return err
-		}
-		if err := cfg.lateRows.AddBatch(ctx, id, ex.first().op.inputSchema(0), ex.late); err != nil {
-			return fmt.Errorf("engine: batch %d: late-rows sink %s: %w", id, describe(cfg.lateRows), err)
-		}
+	syncDone := r.stateSync(ctx, id, group, t)
+	err = r.addToSinks(ctx, id)
+	st := <-syncDone
+	if err := errors.Join(err, st.err); err != nil {
+		return err
 	}
-	for _, s := range cfg.sinks {
-		if err := r.checkCurrent(ctx, id); err != nil {
-			return err
-		}
-		if err := s.AddBatch(ctx, id, ex.outSchema, ex.out); err != nil {
-			return fmt.Errorf("engine: batch %d: sink %s: %w", id, describe(s), err)
-		}
-	}
+	durs[PhaseStateCommit] = (stateTime + st.took).Milliseconds()
 	durs[PhaseAddBatch] = time.Since(t).Milliseconds()
 	fault.Point(fault.EngineAfterSink)
 
@@ -96,7 +91,15 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	if err := r.checkCurrent(ctx, id); err != nil {
 		return err
 	}
-	if err := r.cp.commits.Add(ctx, id, CommitEntry{BatchID: id, RunID: r.runID, NextWatermarkMs: nextWM, EventTimeMaxMs: eventMax}); err != nil {
+	ahead := r.planAhead(ctx, id, plan, nextWM)
+	err = r.cp.commits.Add(ctx, id, CommitEntry{BatchID: id, RunID: r.runID, NextWatermarkMs: nextWM, EventTimeMaxMs: eventMax})
+	if ahead != nil {
+		a := <-ahead
+		if err == nil {
+			r.ahead = &a
+		}
+	}
+	if err != nil {
 		if errors.Is(err, offsetlog.ErrConflict) {
 			return fmt.Errorf("%w: commits/%d was written by another driver", ErrConcurrentDriver, id)
 		}
@@ -116,14 +119,86 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 			}
 		}
 	}
-	if err := r.purge(ctx, id); err != nil {
-		return err
-	}
+	r.purge(ctx, id)
 	r.maintain(ctx, id)
 
 	total := time.Since(began) + planning
 	durs[PhaseTriggerExecution] = total.Milliseconds()
 	r.report(ctx, id, plan, recovered, durs, total)
+	return nil
+}
+
+// synced is how the state's sync ended and how long it took.
+type synced struct {
+	err  error
+	took time.Duration
+}
+
+// stateSync makes state version id durable (group's deferred writes: fsync
+// the delta files, rename them into place, fsync their folders) in its own
+// goroutine, while the sinks add batch id, and reports on the channel. The
+// order is safe: a sink may hold batch id before the state of id is
+// durable because recovery never reads the state of an uncommitted batch.
+// commits/id is written only after both ended; until then a crash re-runs
+// id from state id-1 (unchanged: the files of version id replace nothing
+// of it) and offsets/id, and the sinks, idempotent in the batch id, skip
+// what they already hold. A stateless query has nothing to sync.
+func (r *run) stateSync(ctx context.Context, id int64, group *storage.SyncGroup, began time.Time) <-chan synced {
+	ch := make(chan synced, 1)
+	if !r.ex.stateful() {
+		ch <- synced{}
+		return ch
+	}
+	go func() {
+		fault.Point(fault.EngineBeforeStateSync)
+		if err := group.Sync(ctx); err != nil {
+			ch <- synced{err: fmt.Errorf("engine: batch %d: make state version %d durable: %w", id, id, err), took: time.Since(began)}
+			return
+		}
+		fault.Point(fault.EngineAfterState)
+		ch <- synced{took: time.Since(began)}
+	}()
+	return ch
+}
+
+// deferState reports whether the batch's state is written under a sync
+// group: a stateful query whose operators all keep their state in memory
+// (a disk-backed store applies each delta to its working copy and must
+// find it durable).
+func (r *run) deferState() bool {
+	if !r.ex.stateful() {
+		return false
+	}
+	for _, c := range r.ex.ops {
+		if c.disk {
+			return false
+		}
+	}
+	return true
+}
+
+// addToSinks hands batch id to the late-rows sink and then to every sink.
+func (r *run) addToSinks(ctx context.Context, id int64) error {
+	cfg, ex := r.cfg, r.ex
+	// The late-rows sink gets every batch, with or without late rows, so
+	// its position is the newest commit like every other sink's (see
+	// positions.check) and a files sink's log has no holes.
+	if cfg.lateRows != nil {
+		if err := r.checkCurrent(ctx, id); err != nil {
+			return err
+		}
+		if err := cfg.lateRows.AddBatch(ctx, id, ex.first().op.inputSchema(0), ex.late); err != nil {
+			return fmt.Errorf("engine: batch %d: late-rows sink %s: %w", id, describe(cfg.lateRows), err)
+		}
+	}
+	for _, s := range cfg.sinks {
+		if err := r.checkCurrent(ctx, id); err != nil {
+			return err
+		}
+		if err := s.AddBatch(ctx, id, ex.outSchema, ex.out); err != nil {
+			return fmt.Errorf("engine: batch %d: sink %s: %w", id, describe(s), err)
+		}
+	}
 	return nil
 }
 

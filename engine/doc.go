@@ -18,13 +18,21 @@
 //     then, operator by operator along the chain, merge each partition into
 //     its state, finish it at the watermark and write its state version N
 //     (all partitions in parallel), and re-partition its output, through
-//     the stateless steps that follow, by the next operator's keys.
+//     the stateless steps that follow, by the next operator's keys. With
+//     the in-memory backend the files of version N are written under a
+//     storage.SyncGroup: aside, not yet in place nor durable.
 //  4. Hand the output to every sink: AddBatch(ctx, N, …), which each sink
-//     makes idempotent in N.
-//  5. Write commits/N. Then the sources' after-commit hooks run, logs and
-//     state older than the retention are purged (in steps of a tenth of
-//     the retention), and state snapshots are
-//     written in the background.
+//     makes idempotent in N. Meanwhile the state files of version N are
+//     fsynced and put in place (stateSync); both end before step 5. A
+//     crash before then re-runs N from state N-1, which nothing of N
+//     replaced, and the sinks skip what they hold.
+//  5. Write commits/N; under Every(0) the next batch is planned at the
+//     same time (planAhead), and offsets/N+1 is still written only after
+//     commits/N, so the log never holds two uncommitted plans. Then the
+//     sources' after-commit hooks run, and in the background (beside the
+//     next batches, one pass of each at a time) logs and state older than
+//     the retention are purged (in steps of a tenth of the retention) and
+//     state snapshots are written.
 //
 // On start, if offsets/L exists and commits/L does not, batch L is re-run
 // with exactly the offsets, timestamp and watermark recorded in offsets/L:

@@ -45,14 +45,29 @@ func (r *run) loop(ctx context.Context) error {
 			return *p
 		}
 		planStart := time.Now()
+		var aheadTook time.Duration // planned while the last batch committed
+		prefetched := false
+		if r.ahead != nil {
+			aheadTook, prefetched = r.ahead.took, r.ahead.prefetched
+		}
 		plan, ok, err := r.plan(ctx)
 		if err != nil {
 			return err
 		}
-		latestDur := time.Since(planStart)
+		latestDur := max(time.Since(planStart), aheadTook)
 		if ok {
 			walStart := time.Now()
-			if err := r.writeAhead(ctx, plan); err != nil {
+			// The sources may start reading while offsets/N is written:
+			// reading has no effect until the batch runs.
+			var pf chan struct{}
+			if !prefetched {
+				pf = r.prefetchAsync(ctx, plan)
+			}
+			err := r.writeAhead(ctx, plan)
+			if pf != nil {
+				<-pf
+			}
+			if err != nil {
 				return err
 			}
 			pre := map[string]int64{PhaseLatestOffset: latestDur.Milliseconds(), PhaseWALCommit: time.Since(walStart).Milliseconds()}

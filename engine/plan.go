@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
@@ -14,18 +15,28 @@ import (
 // plan asks every source for its next end offset and returns the plan of
 // the next batch, or ok=false when there is nothing to do.
 func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
-	next := r.committed + 1
+	if a := r.ahead; a != nil {
+		r.ahead = nil
+		return a.plan, a.ok, a.err
+	}
+	return r.planAfter(ctx, r.committed, r.lastPlan, r.watermark)
+}
+
+// planAfter is plan for the batch after committed, whose plan was
+// lastPlan and whose next watermark is watermark.
+func (r *run) planAfter(ctx context.Context, committed int64, lastPlan *OffsetsEntry, watermark int64) (*OffsetsEntry, bool, error) {
+	next := committed + 1
 	e := &OffsetsEntry{
 		BatchID:     next,
 		TimestampMs: r.cfg.clock.Now().UnixMilli(),
-		WatermarkMs: r.watermark,
+		WatermarkMs: watermark,
 		RunID:       r.runID,
 		Conf:        r.conf,
 	}
 	anyNew := false
 	// A watermark that moved since the last batch is work even without
 	// data: closed windows are emitted and their state evicted.
-	if r.ex.evicts() && r.lastPlan != nil && r.watermark > r.lastPlan.WatermarkMs {
+	if r.ex.evicts() && lastPlan != nil && watermark > lastPlan.WatermarkMs {
 		anyNew = true
 	}
 	// A processing-time timer due at the batch timestamp is work too.
@@ -35,13 +46,13 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 	// Operators after the first drop rows late by the previous batch's
 	// watermark (Spark 3.4): a window the first closes in this batch is
 	// not late for the next. Recorded, so a re-run uses the same.
-	if r.ex.needsPrevWatermark() && r.lastPlan != nil {
-		e.LateWatermarkMs = r.lastPlan.WatermarkMs
+	if r.ex.needsPrevWatermark() && lastPlan != nil {
+		e.LateWatermarkMs = lastPlan.WatermarkMs
 	}
 	for i, src := range r.srcs {
 		var startOff json.RawMessage
-		if r.lastPlan != nil && i < len(r.lastPlan.Sources) {
-			startOff = r.lastPlan.Sources[i].End
+		if lastPlan != nil && i < len(lastPlan.Sources) {
+			startOff = lastPlan.Sources[i].End
 		} else {
 			init, err := src.InitialOffset(ctx)
 			if err != nil {
@@ -60,6 +71,98 @@ func (r *run) plan(ctx context.Context) (*OffsetsEntry, bool, error) {
 		e.Sources = append(e.Sources, SourceOffset{Description: r.descs[i], Start: startOff, End: end})
 	}
 	return e, anyNew, nil
+}
+
+// planned is a plan made ahead (see planAhead).
+type planned struct {
+	plan       *OffsetsEntry
+	ok         bool
+	err        error
+	took       time.Duration
+	prefetched bool // the sources were asked to prefetch plan's ranges
+}
+
+// planAhead plans the batch after id (planned as plan, with next watermark
+// nextWM) in its own goroutine while the caller writes commits/id, under
+// an as-fast-as-possible trigger (Every(0)), where the loop would plan it
+// right after anyway. It returns nil (plan afterwards, as usual) under any
+// other trigger and when a source has an after-commit step, which the plan
+// must follow.
+//
+// Planning early is safe because a plan is only a proposal until
+// offsets/id+1 is durable, and that is written by the loop after
+// commits/id, exactly as before: there is never more than one planned,
+// uncommitted batch in the log, so recovery is unchanged. A plan made
+// ahead and then not used (Stop, an error, a cancelled ctx) leaves nothing
+// behind, like a plan made in the loop that never reached the
+// write-ahead. The goroutine reads only what planning reads (the sources'
+// latest offsets, the executor's timers and watermark needs); the caller
+// writes only commits/id meanwhile, and waits for it (the channel) before
+// it touches the executor again.
+func (r *run) planAhead(ctx context.Context, id int64, plan *OffsetsEntry, nextWM int64) <-chan planned {
+	if r.cfg.trigger.kind != triggerEvery || r.cfg.trigger.interval != 0 {
+		return nil
+	}
+	if r.q.stopped() {
+		return nil // the loop returns after this batch: nothing to plan
+	}
+	for _, src := range r.srcs {
+		if _, ok := src.(SourceCommitter); ok {
+			return nil
+		}
+	}
+	ch := make(chan planned, 1)
+	go func() {
+		t := time.Now()
+		p, ok, err := r.planAfter(ctx, id, plan, nextWM)
+		took := time.Since(t)
+		if err == nil && ok {
+			r.prefetch(ctx, p)
+		}
+		ch <- planned{plan: p, ok: ok, err: err, took: took, prefetched: true}
+	}()
+	return ch
+}
+
+// prefetcher is a source that can start the Read of a planned range
+// early, without any effect on what Read returns (the Kafka source sends
+// the range's first fetches); the engine calls it between planning a batch
+// and reading it, never at the same time as Read.
+type prefetcher interface {
+	Prefetch(ctx context.Context, start, end json.RawMessage)
+}
+
+// prefetch lets every source that can start reading plan's range.
+func (r *run) prefetch(ctx context.Context, plan *OffsetsEntry) {
+	for i, so := range plan.Sources {
+		if i >= len(r.srcs) {
+			break // runBatch refuses the plan
+		}
+		if p, ok := r.srcs[i].(prefetcher); ok && !bytes.Equal(so.Start, so.End) {
+			p.Prefetch(ctx, so.Start, so.End)
+		}
+	}
+}
+
+// prefetchAsync runs prefetch in its own goroutine (while the caller
+// writes offsets/N) and returns a channel closed when it is done; nil when
+// no source prefetches.
+func (r *run) prefetchAsync(ctx context.Context, plan *OffsetsEntry) chan struct{} {
+	some := false
+	for _, src := range r.srcs {
+		if _, ok := src.(prefetcher); ok {
+			some = true
+		}
+	}
+	if !some {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.prefetch(ctx, plan)
+	}()
+	return done
 }
 
 func compact(m json.RawMessage) json.RawMessage {

@@ -15,16 +15,34 @@ import (
 // minimum: keeping up to a step more batches changes no recovery, which
 // reads only the newest entries; a run that stops between steps leaves
 // them to the next run's first purge.
-func (r *run) purge(ctx context.Context, committed int64) error {
+//
+// A due purge runs in its own goroutine, on ctx (Run's), so the next batch
+// need not wait for its listings, deletes and directory syncs: it deletes
+// only what no recovery reads (the newest entries stay), and touches no
+// file a later batch writes. One purge runs at a time: a purge due while
+// the previous one still runs waits for it first, so purges happen at the
+// same batches whatever the timing. Run waits for the one in flight; a
+// failure stops the loop at its next batch (maintErr) and is joined into
+// Run's result.
+func (r *run) purge(ctx context.Context, committed int64) {
 	before := committed - int64(r.cfg.minBatchesToRetain) + 1
 	if before <= 0 || before < r.purgedBefore+purgeStep(r.cfg.minBatchesToRetain) {
-		return nil
+		return
 	}
-	if err := r.purgeBefore(ctx, committed, before); err != nil {
-		return err
+	if r.purging != nil {
+		<-r.purging
 	}
 	r.purgedBefore = before
-	return nil
+	done := make(chan struct{})
+	r.purging = done
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(done)
+		if err := r.purgeBefore(ctx, committed, before); err != nil {
+			r.maintErr.CompareAndSwap(nil, &err)
+		}
+	}()
 }
 
 // purgeStep is how many batches apart purge runs: a tenth of the

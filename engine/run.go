@@ -34,6 +34,10 @@ type run struct {
 	// purgedBefore: everything before this batch was purged by this run
 	// (0: nothing yet); see purge.
 	purgedBefore int64
+	purging      chan struct{} // closed when the purge in flight ends; nil before the first
+	// ahead is the plan of the next batch made while the last one
+	// committed (planAhead); plan returns it once.
+	ahead *planned
 }
 
 // Run runs the query until its trigger says to stop (Once, AvailableNow),

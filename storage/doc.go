@@ -28,7 +28,12 @@
 //   - Durability: once PutIfAbsent, Put or Delete returns nil, the change
 //     survives a crash of the process or the machine. The one exception is
 //     the optional VolatilePutter (PutVolatile, Local has it): atomic for
-//     readers, not durable, for objects no recovery reads.
+//     readers, not durable, for objects no recovery reads. The other is a
+//     Put under a SyncGroup (WithSyncGroup, Local only): it returns with
+//     the object written aside but neither in place nor durable, and the
+//     group's Sync puts all of them in place and makes them durable at
+//     once (the engine writes a batch's state files that way, and syncs
+//     them while the sinks run).
 //   - A missing object is an error wrapping ErrNotExist from Get; a missing
 //     name given to Delete is not an error.
 //   - No error message contains a credential; URL returns the location

@@ -174,25 +174,12 @@ func (l *Local) writeTemp(final string, data []byte) (string, error) {
 
 // writeTempSync is writeTemp, syncing the file only when sync is set.
 func (l *Local) writeTempSync(final string, data []byte, sync bool) (string, error) {
-	dir := filepath.Dir(final)
-	if err := l.ensureDir(dir); err != nil {
+	tmp, f, err := l.writeTempOpen(final, data)
+	if err != nil {
 		return "", err
 	}
-	tmp := final + "." + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(l.seq.Add(1), 10) + tmpSuffix
-	f, err := l.fs.Create(tmp)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A directory this store made was removed by someone else.
-		l.forgetDir(dir)
-		if err := l.ensureDir(dir); err != nil {
-			return "", err
-		}
-		f, err = l.fs.Create(tmp)
-	}
-	if err != nil {
-		return "", fmt.Errorf("storage: create %s: %w", tmp, err)
-	}
-	_, werr := f.Write(data)
-	if werr == nil && sync {
+	var werr error
+	if sync {
 		werr = f.Sync()
 	}
 	cerr := f.Close()
@@ -201,6 +188,34 @@ func (l *Local) writeTempSync(final string, data []byte, sync bool) (string, err
 		return "", fmt.Errorf("storage: write %s: %w", tmp, err)
 	}
 	return tmp, nil
+}
+
+// writeTempOpen writes data to a fresh temporary file beside final and
+// returns it still open, neither synced nor closed.
+func (l *Local) writeTempOpen(final string, data []byte) (string, File, error) {
+	dir := filepath.Dir(final)
+	if err := l.ensureDir(dir); err != nil {
+		return "", nil, err
+	}
+	tmp := final + "." + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(l.seq.Add(1), 10) + tmpSuffix
+	f, err := l.fs.Create(tmp)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A directory this store made was removed by someone else.
+		l.forgetDir(dir)
+		if err := l.ensureDir(dir); err != nil {
+			return "", nil, err
+		}
+		f, err = l.fs.Create(tmp)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("storage: create %s: %w", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		err = errors.Join(err, f.Close())
+		_ = l.fs.Remove(tmp)
+		return "", nil, fmt.Errorf("storage: write %s: %w", tmp, err)
+	}
+	return tmp, f, nil
 }
 
 func (l *Local) syncDir(dir string) error {
@@ -246,7 +261,9 @@ func (l *Local) PutIfAbsent(ctx context.Context, name string, data []byte) error
 	return l.syncDir(filepath.Dir(p))
 }
 
-// Put implements Store with rename(2), which replaces atomically.
+// Put implements Store with rename(2), which replaces atomically. Under a
+// context with a SyncGroup it only writes the temporary file; the group's
+// Sync fsyncs, renames and fsyncs the directory.
 func (l *Local) Put(ctx context.Context, name string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -254,6 +271,22 @@ func (l *Local) Put(ctx context.Context, name string, data []byte) error {
 	p, err := l.path(name)
 	if err != nil {
 		return err
+	}
+	if g := syncGroupOf(ctx); g != nil {
+		tmp, f, err := l.writeTempOpen(p, data)
+		if err != nil {
+			return err
+		}
+		added, err := g.add(deferredPut{l: l, f: f, tmp: tmp, final: p})
+		if err != nil {
+			return err
+		}
+		if added {
+			return nil
+		}
+		if f != nil {
+			removeTemps([]deferredPut{{l: l, f: f, tmp: tmp}})
+		}
 	}
 	tmp, err := l.writeTemp(p, data)
 	if err != nil {

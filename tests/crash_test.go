@@ -196,7 +196,7 @@ func TestCrashAtEveryFaultPoint(t *testing.T) {
 					}
 					got, repeats := readOut(t, out)
 					compareOut(t, want, got)
-					needsState := point == fault.EngineAfterState || point == fault.EngineDuringSnapshot
+					needsState := point == fault.EngineBeforeStateSync || point == fault.EngineAfterState || point == fault.EngineDuringSnapshot
 					if kills == 0 && !(mode == "stateless" && needsState) {
 						t.Errorf("the fault point was never reached")
 					}

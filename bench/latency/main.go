@@ -80,6 +80,7 @@ type config struct {
 	partitions int
 	dir        string
 	jsonOut    bool
+	noSync     bool
 }
 
 func main() {
@@ -93,6 +94,7 @@ func main() {
 	flag.IntVar(&c.partitions, "partitions", 0, "state partitions (0: the engine's default)")
 	flag.StringVar(&c.dir, "dir", "", "checkpoint parent directory (default: a new temporary directory, removed after)")
 	flag.BoolVar(&c.jsonOut, "json", false, "print the result as JSON")
+	flag.BoolVar(&c.noSync, "nosync", false, "diagnosis only, never a figure: the checkpoint skips fsync, to show what the disk costs")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -216,7 +218,7 @@ func probe(ctx context.Context, c config) error {
 		defer func() { _ = os.RemoveAll(d) }()
 		dir = d
 	}
-	ckpt, err := storage.OpenLocal(dir+"/checkpoint", storage.LocalOptions{})
+	ckpt, err := storage.OpenLocal(dir+"/checkpoint", storage.LocalOptions{NoSync: c.noSync})
 	if err != nil {
 		return err
 	}

@@ -16,16 +16,25 @@ const (
 	// EngineMidRead: the first record of a source's range of batch N was
 	// read, the rest not.
 	EngineMidRead = "engine-mid-read"
-	// EngineAfterState: state version N is committed (stateful queries
-	// only); no sink has seen batch N.
+	// EngineBeforeStateSync: state version N is computed and its files
+	// written as temporary files, none synced or in place (stateful
+	// queries with the in-memory state backend; with another backend the
+	// state is already durable); the sinks are adding batch N at the same
+	// time, so a kill here finds batch N in none, some or all of them.
+	EngineBeforeStateSync = "engine-before-state-sync"
+	// EngineAfterState: state version N is durable (stateful queries
+	// only); the sinks may still be adding batch N (they run while the
+	// state is synced).
 	EngineAfterState = "engine-after-state"
-	// EngineAfterSink: every sink added batch N; commits/N is not written.
+	// EngineAfterSink: every sink added batch N and state version N is
+	// durable; commits/N is not written.
 	EngineAfterSink = "engine-after-sink"
 	// EngineAfterCommit: commits/N is durable; the sources' after-commit
 	// steps, the purge and the progress record of batch N have not run.
 	EngineAfterCommit = "engine-after-commit"
 	// EngineDuringPurge: batch N is committed; the logs and state older
-	// than the retention are not yet purged.
+	// than the retention are not yet purged (the purge runs in its own
+	// goroutine, so batch N+1 may be under way).
 	EngineDuringPurge = "engine-during-purge"
 	// EngineDuringSnapshot: background maintenance wrote partition 0's
 	// snapshot at version N, the other partitions' not.
@@ -122,7 +131,7 @@ const (
 
 // EnginePoints returns the engine's points in protocol order.
 func EnginePoints() []string {
-	return []string{EngineBeforeWAL, EngineAfterWAL, EngineMidRead, EngineAfterState,
+	return []string{EngineBeforeWAL, EngineAfterWAL, EngineMidRead, EngineBeforeStateSync, EngineAfterState,
 		EngineAfterSink, EngineAfterCommit, EngineDuringPurge, EngineDuringSnapshot}
 }
 

@@ -38,7 +38,14 @@
 //     same range). Each topic's id is recorded; a topic of start whose id
 //     changed was deleted and created again (see Lost data). When nothing
 //     is new the answer is start itself.
-//  3. Read(start, end) emits [start, end) as Arrow records: partitions in
+//  3. Prefetch(start, end), optional, between planning and reading (the
+//     engine calls it while it writes the batch's write-ahead entry, or
+//     the previous batch's commit): loads the leaders and sends every
+//     partition's first fetch at once, and keeps the answers for the Read
+//     of exactly that range. Read returns the same rows with or without
+//     it; only small ranges (at most WithRowsPerRecord offsets) are
+//     prefetched.
+//  4. Read(start, end) emits [start, end) as Arrow records: partitions in
 //     order, records in offset order, with direct Fetch requests to each
 //     partition's leader. Termination is by offset: the fetch position
 //     moves past transaction control markers and aborted records even

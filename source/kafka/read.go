@@ -51,6 +51,10 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 	w := newRowWriter(s.c.mem, &s.c, s.schema)
 	defer w.release()
 	var meta *leaders
+	pre := s.takePrefetched(start, end)
+	if pre != nil {
+		meta = pre.meta
+	}
 	var deadRanges []deadRange
 	for _, tp := range en.Offsets.list() {
 		from := en.first(st, tp)
@@ -63,7 +67,8 @@ func (s *Source) Read(ctx context.Context, start, end json.RawMessage, emit func
 				return fmt.Errorf("kafka: read: %w", err)
 			}
 		}
-		dead, err := s.readRange(ctx, meta, tp, en.TopicIDs[tp.topic], from, to, w, emit)
+		first, _ := pre.firstOf(tp, from)
+		dead, err := s.readRange(ctx, meta, tp, en.TopicIDs[tp.topic], from, to, first, w, emit)
 		if err != nil {
 			return fmt.Errorf("kafka: read %s [%d, %d): %w", tp, from, to, err)
 		}
@@ -165,7 +170,10 @@ func (s *Source) fetch(ctx context.Context, leader int32, id [16]byte, tp topicP
 // readRange reads [from, to) of one partition into w and returns the
 // records whose value does not decode when a dead-letter output is set.
 // planned is the topic id the range was planned in (hex, "" if unknown).
-func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition, planned string, from, to int64, w *rowWriter, emit func(arrow.RecordBatch) error) ([]deadLetter, error) {
+//
+// first, when not nil, is the answer to the fetch at from that Prefetch
+// already sent; it stands for the first fetch.
+func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition, planned string, from, to int64, first *kmsg.FetchResponseTopicPartition, w *rowWriter, emit func(arrow.RecordBatch) error) ([]deadLetter, error) {
 	var (
 		off           = from
 		retries, idle int
@@ -224,7 +232,11 @@ func (s *Source) readRange(ctx context.Context, meta *leaders, tp topicPartition
 			off = to
 			break
 		}
-		rp, err := s.fetch(ctx, leader, id, tp, off, s.c.readCommitted)
+		rp, err := first, error(nil)
+		if first == nil || off != from {
+			rp, err = s.fetch(ctx, leader, id, tp, off, s.c.readCommitted)
+		}
+		first = nil
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

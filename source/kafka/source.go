@@ -52,6 +52,12 @@ type Source struct {
 		deadSkipped int64
 	}
 
+	// pre holds what Prefetch fetched for the next Read.
+	pre struct {
+		sync.Mutex
+		p *prefetched
+	}
+
 	// dl is the transactional dead-letter producer (WithDeadLetterTopic);
 	// held for a whole dead-letter transaction.
 	dl struct {

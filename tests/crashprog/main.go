@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -42,6 +43,7 @@ func main() {
 	tableJoin := flag.Bool("tablejoin", false, "a left outer stream-table join of the counter with a changelog of its keys (upserts, every 7th a delete)")
 	process := flag.Bool("process", false, "a user processor: running sum per key, an event-time timer 1 s after a key's first row, a 500 ms watermark")
 	landing := flag.String("landing", "", "read JSON-lines files from this directory (one file per batch) instead of the counter")
+	flag.BoolVar(&everyZero, "every0", false, "trigger Every(0) (batches back to back, planned ahead) instead of AvailableNow; the query stops when the counter is asked twice for the batch after its last row")
 	flag.Parse()
 	if err := run(*cpDir, *outDir, *landing, *rows, *perBatch, *keys, *stateless, *windowed || *sliding, *sessions, *chain, *sliding, *join, *tableJoin, *process); err != nil {
 		fmt.Fprintln(os.Stderr, "crashprog:", err)
@@ -110,12 +112,16 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 	default:
 		stream = stream.GroupBy("key").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"))
 	}
+	trigger := engine.AvailableNow()
+	if everyZero {
+		trigger = engine.Every(0)
+	}
 	q, err := engine.NewQuery(stream,
 		engine.WithOutputMode(mode),
 		engine.WithName("crashprog"),
 		engine.WithCheckpoint(cp),
 		engine.WithSink(&dirSink{store: out}),
-		engine.WithTrigger(engine.AvailableNow()),
+		engine.WithTrigger(trigger),
 		engine.WithStatePartitions(4),
 		engine.WithSnapshotEvery(3),
 		engine.WithMinBatchesToRetain(5),
@@ -123,8 +129,16 @@ func run(cpDir, outDir, landing string, rows, perBatch, keys int64, stateless, w
 	if err != nil {
 		return err
 	}
+	stopQuery.Store(q)
 	return q.Run(ctx)
 }
+
+// everyZero (-every0) runs under Every(0); stopQuery is then stopped by
+// the counter when it is asked twice for the batch after its last row.
+var (
+	everyZero bool
+	stopQuery atomic.Pointer[engine.Query]
+)
 
 // counter is a bounded source of rows (key = i % keys, amount = i*7 % 1000,
 // ts = i·10 ms, with every fifth row 700 ms older so some rows arrive out of
@@ -133,6 +147,7 @@ type counter struct {
 	total, perBatch, keys int64
 	shiftUs               int64  // added to every ts
 	name                  string // "" for "counter"
+	asksAtEnd             atomic.Int64
 }
 
 var schema = arrow.NewSchema([]arrow.Field{
@@ -156,6 +171,13 @@ func (c *counter) LatestOffset(_ context.Context, start json.RawMessage) (json.R
 	s, err := strconv.ParseInt(string(start), 10, 64)
 	if err != nil {
 		return nil, err
+	}
+	// The second ask past the end: the batch the first planned (new data
+	// or, with a watermark, the windows it closes) has run.
+	if everyZero && s >= c.total && c.asksAtEnd.Add(1) >= 2 {
+		if q := stopQuery.Load(); q != nil {
+			q.Stop()
+		}
 	}
 	return json.RawMessage(strconv.FormatInt(min(s+c.perBatch, c.total), 10)), nil
 }

@@ -87,7 +87,7 @@ func lakeCrash(t *testing.T, p proc, in string, table storage.Store, perPoint in
 	c := &crashPlan{p: p, l: newLander(t, in, 11), files: 3, per: 40, kills: map[string]int{}, started: time.Now()}
 	points := lakePoints()
 	for _, point := range points {
-		if point == fault.EngineAfterState || point == fault.EngineDuringSnapshot {
+		if point == fault.EngineBeforeStateSync || point == fault.EngineAfterState || point == fault.EngineDuringSnapshot {
 			continue // the lake query is stateless: no state, no snapshot
 		}
 		c.atPoint(t, point, perPoint, hitsFor(point)...)
@@ -96,7 +96,7 @@ func lakeCrash(t *testing.T, p proc, in string, table storage.Store, perPoint in
 	c.finish(t)
 	var reached []string
 	for _, p := range points {
-		if p != fault.EngineAfterState && p != fault.EngineDuringSnapshot {
+		if p != fault.EngineBeforeStateSync && p != fault.EngineAfterState && p != fault.EngineDuringSnapshot {
 			reached = append(reached, p)
 		}
 	}

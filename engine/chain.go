@@ -447,6 +447,11 @@ func (ex *executor) openState(ctx context.Context, cfg *config, committed int64)
 	for _, c := range ex.ops {
 		c.st = make([][]stateStore, len(c.parts))
 		c.disk = cfg.backendFor(c.op.id()) != nil
+		for _, part := range c.parts {
+			if pp, ok := part.(interface{ setPartial(bool) }); ok {
+				pp.setPartial(c.disk) // a disk partition never commits the whole state
+			}
+		}
 		for p := range c.parts {
 			c.st[p] = make([]stateStore, len(c.specs))
 			g.Go(func() error {
@@ -762,7 +767,10 @@ func (ex *executor) finishOperator(ctx context.Context, c *chainOp, fc *finishCt
 			defer f.release()
 			for i, spec := range c.specs {
 				ch := f.changes[spec.name]
-				if err := c.st[p][i].Commit(gctx, fc.batchID, ch.upserts, ch.removals); err != nil {
+				// On a disk-backed store the partition holds only the
+				// batch's groups: its changes are never the whole state.
+				ch.full = ch.full && !c.disk
+				if err := commitState(gctx, c.st[p][i], fc.batchID, ch); err != nil {
 					return fmt.Errorf("operator %s partition %d%s: commit state version %d: %w", c.op.id(), p, storeLabel(spec), fc.batchID, err)
 				}
 			}

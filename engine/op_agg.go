@@ -132,7 +132,14 @@ func (e *evictRule) expired(t, watermark int64) bool {
 type aggPart struct {
 	h  *hashAgg
 	gb *kernel.GroupBy
+	// partial: the partition holds only the groups of the batch (a
+	// disk-backed store), so its groups are never the whole state.
+	partial bool
 }
+
+// setPartial tells the partition whether it holds only some groups
+// (openState, by the operator's backend).
+func (p *aggPart) setPartial(partial bool) { p.partial = partial }
 
 func (h *hashAgg) newPart() (*aggPart, error) {
 	gb, err := h.newGroupBy()
@@ -204,19 +211,30 @@ func (p *aggPart) evict(rule *evictRule, watermark int64) (arrow.RecordBatch, er
 // commitChanges takes the partition's changes after eviction: a group that
 // changed and expired in one batch is recorded as removed only.
 func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) (finished, error) {
-	changes := p.gb.Changes()
-	f := finished{updated: changes.NumRows()}
+	changed := int64(p.gb.Changed())
+	f := finished{updated: changed}
 	if removed != nil {
 		f.removed = removed.NumRows()
-		if removed.NumRows() > 0 && changes.NumRows() > 0 {
-			kept, err := withoutKeys(ctx, p.h.mem, changes, removed)
-			changes.Release()
-			if err != nil {
-				removed.Release()
-				return finished{}, err
-			}
-			changes = kept
+	}
+	// When at least half the groups changed and none left, the version
+	// is committed whole (the unchanged groups too), as a full delta: a
+	// later load starts from it, and no snapshot is needed (statestore's
+	// CommitFull). Writing the rest costs at most as much again as the
+	// changes; a snapshot pass would read the older snapshot and every
+	// delta since, and write the whole state.
+	if n := int64(p.gb.Len()); !p.partial && n > 0 && 2*changed >= n && f.removed == 0 {
+		f.changes = map[string]stateChange{"": {upserts: p.gb.State(), removals: removed, full: true}}
+		return f, nil
+	}
+	changes := p.gb.Changes()
+	if f.removed > 0 && changes.NumRows() > 0 {
+		kept, err := withoutKeys(ctx, p.h.mem, changes, removed)
+		changes.Release()
+		if err != nil {
+			removed.Release()
+			return finished{}, err
 		}
+		changes = kept
 	}
 	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed}}
 	return f, nil

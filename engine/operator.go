@@ -131,9 +131,12 @@ type finished struct {
 }
 
 // stateChange is one store's new version: rows upserted and keys removed
-// (either nil for none).
+// (either nil for none). full says the upserts are every live row of the
+// new version and nothing was removed (every group changed): the store may
+// then write a delta that serves as a snapshot (statestore.CommitFull).
 type stateChange struct {
 	upserts, removals arrow.RecordBatch
+	full              bool
 }
 
 func (f *finished) release() {

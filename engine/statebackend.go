@@ -113,6 +113,22 @@ type stateStore interface {
 	Purge(ctx context.Context, committed int64) error
 }
 
+// fullCommitter is the optional capability of a store to commit a version
+// whose upserts are its every live row as a full delta, which later loads
+// start from and which spares the snapshots (*statestore.Store has it).
+type fullCommitter interface {
+	CommitFull(ctx context.Context, version int64, rows arrow.RecordBatch) error
+}
+
+// commitState commits ch as version of st: a full delta when ch holds the
+// whole state and st can write one, else an ordinary one.
+func commitState(ctx context.Context, st stateStore, version int64, ch stateChange) error {
+	if fc, ok := st.(fullCommitter); ok && ch.full {
+		return fc.CommitFull(ctx, version, ch.upserts)
+	}
+	return st.Commit(ctx, version, ch.upserts, ch.removals)
+}
+
 // diskEvicter is an operator whose groups close or expire by the
 // watermark, run on a disk-backed store: the store keeps a time index on
 // one of its columns, and before a batch merges, the partition loads

@@ -199,6 +199,26 @@ type Backend interface {
 	Open(ctx context.Context, st storage.Store, operator string, partition int, o Options) (DiskStore, error)
 }
 
+// Base returns the version a load of version starts from: its newest full
+// delta after its newest snapshot (CommitFull), else that snapshot, else
+// -1 (the empty state). A disk-backed backend taking over a folder of the
+// in-memory backend loads Base and replays the deltas after it: the files
+// before it may be purged.
+func (s *Store) Base(ctx context.Context, version int64) (int64, error) {
+	if version < 0 {
+		return -1, nil
+	}
+	l, err := s.list(ctx)
+	if err != nil {
+		return 0, err
+	}
+	base, _, _, err := s.base(ctx, l, version)
+	if err != nil {
+		return 0, fmt.Errorf("statestore: base of version %d: %w", version, err)
+	}
+	return base, nil
+}
+
 // IndexedStore is a DiskStore that keeps an ordered index on one timestamp
 // column of its rows (key or value), so that the rows a watermark expires
 // are read in O(those rows) instead of a scan of the whole state: the

@@ -20,6 +20,15 @@
 // newest snapshot at or before N and replays the deltas after it, in
 // order; a later upsert of a key replaces its row, a delete removes it.
 //
+// CommitFull writes a delta marked full: its upserts are every live row of
+// the version (the caller vouches for it). A full delta is a base like a
+// snapshot: Load starts from the newest full delta after the newest
+// snapshot, Maintain counts it as a snapshot (a state that changes whole
+// every batch is never snapshotted, its deltas already being as large),
+// and Purge drops what precedes it. Which deltas are full is cached in the
+// Store as Commit writes them or a read finds them, so Maintain and Purge
+// decide without reading files.
+//
 // # Lifecycle (the engine's duties, in order)
 //
 //  1. Open once per (operator, partition) and query start, with the key and
@@ -36,7 +45,7 @@
 //
 // # Guarantees
 //
-//   - Commit writes exactly one file and reads none: its cost depends on the
+//   - Commit and CommitFull write exactly one file and read none: the cost depends on the
 //     changed rows, never on the size of the state.
 //   - Every file is written whole through the store's atomic Put; a file
 //     that is truncated, altered or not a state file fails the load with a
@@ -54,8 +63,12 @@
 //
 // # Concurrency
 //
-// A Store holds no mutable state (beyond a couple of spare encoding
-// buffers Commit reuses) and its methods are safe for concurrent use, with
+// A Store holds no mutable state beyond a couple of spare encoding buffers
+// Commit reuses, the cache of which deltas are full, and the versions of
+// the Maintain passes in flight (a Purge leaves their files alone, so a
+// pass that lags behind a full delta is not cut short; a pass that starts
+// after a Purge dropped its version's files does nothing). Its methods are
+// safe for concurrent use, with
 // the limits the protocol implies: Maintain(c) and Purge(c) may
 // run alongside Commit of versions after c; Purge(c') must not run while a
 // Maintain(c) with c < c'-MinVersionsToRetain+1 is reading the files it

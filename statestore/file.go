@@ -18,7 +18,7 @@ import (
 
 // File envelope (docs/format/state.md has the byte-level description):
 //
-//	header   24 bytes: magic "OFST", format version u16, kind u8, 0 u8,
+//	header   24 bytes: magic "OFST", format version u16, kind u8, flags u8,
 //	         state version i64, section count u32, 0 u32
 //	sections each: body length u64, row count u64, body (an Arrow IPC stream)
 //	trailer  8 bytes: CRC-32C (Castagnoli) of every byte before it, u32;
@@ -27,7 +27,8 @@ import (
 // All integers are little endian.
 const (
 	fileMagic         = "OFST"
-	formatVersion     = 1
+	formatVersion     = 2 // what this build writes
+	oldFormatVersion  = 1 // the oldest it reads: no flags (byte 7 was reserved)
 	headerSize        = 24
 	sectionHeaderSize = 16
 	trailerSize       = 8
@@ -44,6 +45,15 @@ const (
 	kindDelta    kind = 1 // sections: upserts (key+value), deletes (key)
 	kindSnapshot kind = 2 // sections: rows (key+value), ascending key order
 	kindSchema   kind = 3 // sections: key schema, value schema (no rows)
+)
+
+// File flags (header byte 7, format version 2 on).
+const (
+	// flagFull marks a delta whose upserts are every live row of its
+	// version and whose deletes are empty: a load of that version, or a
+	// later one, can start from it as from a snapshot.
+	flagFull  byte = 1 << 0
+	knownFlag      = flagFull
 )
 
 func (k kind) String() string {
@@ -123,12 +133,12 @@ type section struct {
 // encodeFile returns the bytes of a state file. The records' schemas must
 // equal their section's schema.
 func encodeFile(k kind, version int64, sections []section, mem memory.Allocator) ([]byte, error) {
-	return encodeFileTo(nil, k, version, sections, mem)
+	return encodeFileTo(nil, k, version, 0, sections, mem)
 }
 
 // encodeFileTo is encodeFile writing into dst's memory when it is large
 // enough (dst's content is overwritten).
-func encodeFileTo(dst []byte, k kind, version int64, sections []section, mem memory.Allocator) ([]byte, error) {
+func encodeFileTo(dst []byte, k kind, version int64, flags byte, sections []section, mem memory.Allocator) ([]byte, error) {
 	var size int
 	for _, s := range sections {
 		for _, r := range s.recs {
@@ -137,7 +147,7 @@ func encodeFileTo(dst []byte, k kind, version int64, sections []section, mem mem
 			}
 		}
 	}
-	e := newFileEncoder(dst, len(sections)*(sectionHeaderSize+512)+size+size/8, k, version, len(sections), mem)
+	e := newFileEncoder(dst, len(sections)*(sectionHeaderSize+512)+size+size/8, k, version, flags, len(sections), mem)
 	for _, s := range sections {
 		e.beginSection(s.schema)
 		for _, r := range s.recs {
@@ -166,13 +176,14 @@ type fileEncoder struct {
 
 // newFileEncoder writes the header of a file of n sections into dst's
 // memory, grown to hold about sizeHint more bytes.
-func newFileEncoder(dst []byte, sizeHint int, k kind, version int64, n int, mem memory.Allocator) *fileEncoder {
+func newFileEncoder(dst []byte, sizeHint int, k kind, version int64, flags byte, n int, mem memory.Allocator) *fileEncoder {
 	buf := bytes.NewBuffer(dst[:0])
 	buf.Grow(headerSize + trailerSize + sizeHint)
 	var hdr [headerSize]byte
 	copy(hdr[0:4], fileMagic)
 	binary.LittleEndian.PutUint16(hdr[4:], formatVersion)
 	hdr[6] = byte(k)
+	hdr[7] = flags
 	binary.LittleEndian.PutUint64(hdr[8:], uint64(version))
 	binary.LittleEndian.PutUint32(hdr[16:], uint32(n))
 	buf.Write(hdr[:])
@@ -246,6 +257,7 @@ func approxSize(d arrow.ArrayData) int {
 type decodedFile struct {
 	kind     kind
 	version  int64
+	full     bool // a delta with flagFull
 	sections []section
 }
 
@@ -273,8 +285,9 @@ func decodeFile(file string, data []byte, mem memory.Allocator) (*decodedFile, e
 	if len(data) < headerSize+trailerSize {
 		return nil, corrupt(int64(len(data)), "file of %d bytes is shorter than a header and trailer (torn write?)", len(data))
 	}
-	if v := binary.LittleEndian.Uint16(data[4:]); v != formatVersion {
-		return nil, corrupt(4, "format version %d is not read by this build (it reads %d)", v, formatVersion)
+	fv := binary.LittleEndian.Uint16(data[4:])
+	if fv < oldFormatVersion || fv > formatVersion {
+		return nil, corrupt(4, "format version %d is not read by this build (it reads %d to %d)", fv, oldFormatVersion, formatVersion)
 	}
 	end := len(data) - trailerSize
 	if string(data[end+4:]) != fileMagic {
@@ -286,6 +299,16 @@ func decodeFile(file string, data []byte, mem memory.Allocator) (*decodedFile, e
 	f := &decodedFile{kind: kind(data[6]), version: int64(binary.LittleEndian.Uint64(data[8:]))}
 	if f.kind != kindDelta && f.kind != kindSnapshot && f.kind != kindSchema {
 		return nil, corrupt(6, "unknown file kind %d", data[6])
+	}
+	if fv >= 2 { // version 1 reserved byte 7 and wrote 0 there
+		flags := data[7]
+		if flags&^knownFlag != 0 {
+			return nil, corrupt(7, "unknown flags %08b", flags)
+		}
+		if flags&flagFull != 0 && f.kind != kindDelta {
+			return nil, corrupt(7, "a %s is marked full; only a delta can be", f.kind)
+		}
+		f.full = flags&flagFull != 0
 	}
 	n := binary.LittleEndian.Uint32(data[16:])
 	if int(n) != f.kind.sections() {
@@ -322,6 +345,14 @@ func decodeFile(file string, data []byte, mem memory.Allocator) (*decodedFile, e
 	if off != end {
 		f.release()
 		return nil, corrupt(int64(off), "%d unexplained bytes after the last section", end-off)
+	}
+	if f.full {
+		for _, r := range f.sections[1].recs {
+			if r.NumRows() > 0 {
+				f.release()
+				return nil, corrupt(7, "a delta marked full deletes keys")
+			}
+		}
 	}
 	return f, nil
 }

@@ -31,40 +31,71 @@ type rowSink interface {
 	release()
 }
 
-// load builds version from the newest snapshot at or before it and the
-// deltas after that snapshot, shaped for Load: long runs of stored rows as
-// zero-copy slices, the rest gathered into records (emitter).
+// load builds version from its base (the newest full delta after the
+// newest snapshot at or before it, else that snapshot) and the deltas
+// after the base, shaped for Load: long runs of stored rows as zero-copy
+// slices, the rest gathered into records (emitter).
 func (s *Store) load(ctx context.Context, version int64, l *listing) ([]arrow.RecordBatch, error) {
 	return s.loadInto(ctx, version, l, newEmitter(ctx, s.rowSchema, s.mem), false)
 }
 
 // loadInto builds version into out. With exact, the snapshot's own records
 // go through out too, even when version is that snapshot.
+//
+// It reads the deltas after the snapshot newest first and stops at the
+// first full one: the state there is that delta's upserts, so what came
+// before it is not read (and may have been purged).
 func (s *Store) loadInto(ctx context.Context, version int64, l *listing, out rowSink, exact bool) ([]arrow.RecordBatch, error) {
-	base := l.snapshotAtOrBefore(version)
-	for v := base + 1; v <= version; v++ {
-		if !l.deltas[v] {
-			return nil, &missingError{name: fileName(v, kindDelta), dir: s.st.URL(), hint: l.purgedHint(version)}
-		}
-	}
+	snapV := l.snapshotAtOrBefore(version)
 	var files []*decodedFile
 	defer func() {
 		for _, f := range files {
 			f.release()
 		}
 	}()
+	// A gap is reported at its oldest missing delta, unless a full delta
+	// after the gap makes it irrelevant.
+	missing := int64(-1)
+	for v := snapV + 1; v <= version; v++ {
+		if !l.deltas[v] {
+			missing = v
+			break
+		}
+	}
+	deltas := make([]*decodedFile, 0, version-snapV) // newest first
+	fromFull := false
+	for v := version; v > snapV; v-- {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !l.deltas[v] {
+			return nil, &missingError{name: fileName(missing, kindDelta), dir: s.st.URL(), hint: l.purgedHint(version)}
+		}
+		f, err := s.readFile(ctx, v, kindDelta)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+		deltas = append(deltas, f)
+		s.setFull(v, f.full, true)
+		if f.full {
+			fromFull = true
+			break
+		}
+	}
+	slices.Reverse(deltas)
 	var snap []arrow.RecordBatch
 	snapName := ""
-	if base >= 0 {
-		f, err := s.readFile(ctx, base, kindSnapshot)
+	if snapV >= 0 && !fromFull {
+		f, err := s.readFile(ctx, snapV, kindSnapshot)
 		if err != nil {
 			return nil, err
 		}
 		files = append(files, f)
 		snap = f.sections[0].recs
-		snapName = s.file(fileName(base, kindSnapshot))
+		snapName = s.file(fileName(snapV, kindSnapshot))
 	}
-	if base == version && !exact {
+	if snapV == version && !exact {
 		out := make([]arrow.RecordBatch, 0, len(snap))
 		for _, r := range snap {
 			if r.NumRows() > 0 {
@@ -73,18 +104,6 @@ func (s *Store) loadInto(ctx context.Context, version int64, l *listing, out row
 			}
 		}
 		return out, nil
-	}
-	deltas := make([]*decodedFile, 0, version-base)
-	for v := base + 1; v <= version; v++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		f, err := s.readFile(ctx, v, kindDelta)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-		deltas = append(deltas, f)
 	}
 	return s.merge(ctx, snap, snapName, s.overlay(deltas), out)
 }

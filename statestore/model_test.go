@@ -211,7 +211,28 @@ func checkRows(t testing.TB, what string, got []mrow, want map[string]mrow) {
 func modelChanges(rng *rand.Rand, pool []mkey, m map[string]mrow, version int64) (ups []mrow, dels []mkey, next map[string]mrow) {
 	next = maps.Clone(m)
 	var n int
-	switch rng.IntN(6) {
+	switch rng.IntN(8) {
+	case 6, 7:
+		if version == 0 {
+			break
+		}
+		// Every live key changes and a few new ones come: a batch that
+		// commitModel may write as a full delta.
+		for i, r := range sortedModel(m) {
+			r.v = version*1_000_000 + 500_000 + int64(i)
+			ups = append(ups, r)
+			next[r.key.id()] = r
+		}
+		for i := 0; i < rng.IntN(3); i++ {
+			k := pool[rng.IntN(len(pool))]
+			if _, ok := next[k.id()]; ok {
+				continue
+			}
+			r := mrow{key: k, v: version*1_000_000 + 900_000 + int64(i), sNull: true}
+			ups = append(ups, r)
+			next[k.id()] = r
+		}
+		return ups, nil, next
 	case 0:
 		n = 0
 	case 1, 2:
@@ -249,7 +270,9 @@ func modelChanges(rng *rand.Rand, pool []mkey, m map[string]mrow, version int64)
 	return ups, dels, next
 }
 
-func commitModel(t testing.TB, s *Store, mem memory.Allocator, rng *rand.Rand, version int64, ups []mrow, dels []mkey) {
+// commitModel commits ups and dels; when full (ups are every live row of
+// the version and dels is empty) mostly as a full delta (CommitFull).
+func commitModel(t testing.TB, s *Store, mem memory.Allocator, rng *rand.Rand, version int64, ups []mrow, dels []mkey, full bool) {
 	t.Helper()
 	var u, d arrow.RecordBatch
 	if len(ups) > 0 || rng.IntN(2) == 0 {
@@ -259,6 +282,12 @@ func commitModel(t testing.TB, s *Store, mem memory.Allocator, rng *rand.Rand, v
 	if len(dels) > 0 || rng.IntN(2) == 0 {
 		d = buildModelDeletes(mem, dels)
 		defer d.Release()
+	}
+	if len(dels) == 0 && len(ups) > 0 && full && rng.IntN(4) > 0 {
+		if err := s.CommitFull(context.Background(), version, u); err != nil {
+			t.Fatalf("commit full %d: %v", version, err)
+		}
+		return
 	}
 	if err := s.Commit(context.Background(), version, u, d); err != nil {
 		t.Fatalf("commit %d: %v", version, err)
@@ -409,8 +438,8 @@ func runModel(t *testing.T, seed uint64, versions int64) {
 			// Crash: batch v's delta is written (maybe a snapshot pass
 			// is running) but commits/v is not. Restart, load v-1,
 			// and re-run v, this time with other changes.
-			cu, cd, _ := modelChanges(rng, pool, model, v+1000)
-			commitModel(t, s, mem, rng, v, cu, cd)
+			cu, cd, cnext := modelChanges(rng, pool, model, v+1000)
+			commitModel(t, s, mem, rng, v, cu, cd, len(cd) == 0 && len(cu) == len(cnext))
 			if rng.IntN(2) == 0 {
 				// A torn write of a snapshot or delta leaves a temporary file.
 				name := fileName(v-1+int64(rng.IntN(2)), []kind{kindDelta, kindSnapshot}[rng.IntN(2)])
@@ -422,7 +451,7 @@ func runModel(t *testing.T, seed uint64, versions int64) {
 			s = open()
 			checkRows(t, fmt.Sprintf("restart: load %d", v-1), load(s, v-1), history[v-1])
 		}
-		commitModel(t, s, mem, rng, v, ups, dels)
+		commitModel(t, s, mem, rng, v, ups, dels, len(dels) == 0 && len(ups) == len(next))
 		model = next
 		history[v] = model
 		// commits/v is durable: purge, then maintain in the background.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -14,7 +15,8 @@ import (
 )
 
 // Store is the versioned state of one (operator, partition). It holds no
-// mutable state but a few spare encoding buffers: every method reads the
+// mutable state but a few spare encoding buffers, a cache of which deltas
+// are full and the Maintain passes in flight: every method reads the
 // folder afresh, so it is safe for concurrent use within the limits doc.go
 // states.
 type Store struct {
@@ -33,6 +35,55 @@ type Store struct {
 	// as large from one batch to the next; reusing its buffer spares the
 	// allocation and the page faults of fresh memory on every commit.
 	spare chan []byte
+
+	// full remembers which deltas are full (flagFull), by version, as
+	// Commit wrote them or a read found them, so that Maintain and Purge
+	// find the newest full delta without reading files. It is a cache of
+	// what the files say: a committed delta is not rewritten, and a
+	// re-commit of the newest version updates its entry.
+	full *fullCache
+}
+
+// fullCache is Store.full. It also keeps the versions of the Maintain
+// passes in flight, which Purge leaves their files to: a full delta lets a
+// purge drop the deltas just before a newer version, which a lagging
+// snapshot pass may be reading.
+type fullCache struct {
+	mu       sync.Mutex
+	m        map[int64]bool
+	maintain map[int64]int // version → passes in flight
+
+	// purgeMu orders a Maintain's registration against a whole Purge:
+	// a pass registered before a Purge lists is honoured by it, one
+	// registered after lists the folder after the deletes.
+	purgeMu sync.Mutex
+}
+
+// beginMaintain registers a pass over version; the returned func ends it.
+func (c *fullCache) beginMaintain(version int64) func() {
+	c.purgeMu.Lock()
+	c.mu.Lock()
+	c.maintain[version]++
+	c.mu.Unlock()
+	c.purgeMu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.maintain[version]--; c.maintain[version] == 0 {
+			delete(c.maintain, version)
+		}
+	}
+}
+
+// oldestMaintained returns the oldest version a pass in flight reads, or
+// v when none is older.
+func (c *fullCache) oldestMaintained(v int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for m := range c.maintain {
+		v = min(v, m)
+	}
+	return v
 }
 
 // Spare buffers: how many a Store keeps, and the largest it keeps.
@@ -93,6 +144,7 @@ func Open(ctx context.Context, st storage.Store, o Options) (*Store, error) {
 		snapshotRows: chunkRows,
 		concatRun:    concatRun,
 		spare:        make(chan []byte, spareBuffers),
+		full:         &fullCache{m: map[int64]bool{}, maintain: map[int64]int{}},
 	}
 	if err := s.checkSchemaFile(ctx); err != nil {
 		return nil, err
@@ -181,7 +233,24 @@ func schemaString(sc *arrow.Schema) string {
 // whose batch is being re-run; nothing checks this, as that would need a
 // listing per commit.
 func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arrow.RecordBatch) error {
-	_, err := s.CommitSum(ctx, version, upserts, deletes)
+	_, err := s.commit(ctx, version, upserts, deletes, 0, false)
+	return err
+}
+
+// CommitFull is Commit of a version whose every live row is in rows (the
+// caller knows: every group of the state changed in this batch, none was
+// removed). It writes a delta marked full: Load of this version or a later
+// one starts from it instead of the snapshot before it, Maintain counts it
+// as a snapshot (no snapshot is written while every version is full), and
+// Purge drops what comes before it. Its cost is Commit's: one file, sized
+// by rows. A later re-commit of the version with Commit replaces it with
+// an ordinary delta.
+//
+// rows must hold every live row: a key of the previous version missing
+// from rows would be lost, not kept. Nothing checks this, as that would
+// need the previous version.
+func (s *Store) CommitFull(ctx context.Context, version int64, rows arrow.RecordBatch) error {
+	_, err := s.commit(ctx, version, rows, nil, flagFull, false)
 	return err
 }
 
@@ -190,6 +259,13 @@ func (s *Store) Commit(ctx context.Context, version int64, upserts, deletes arro
 // records it beside what it applied, to tell later whether its working
 // copy holds this delta or one a re-run replaced (DeltaSum).
 func (s *Store) CommitSum(ctx context.Context, version int64, upserts, deletes arrow.RecordBatch) (Sum, error) {
+	return s.commit(ctx, version, upserts, deletes, 0, true)
+}
+
+// commit writes version's delta with flags, and returns its Sum when
+// wantSum (SHA-256 of the file costs about a tenth of a commit's CPU, so
+// only a backend that records it pays for it).
+func (s *Store) commit(ctx context.Context, version int64, upserts, deletes arrow.RecordBatch, flags byte, wantSum bool) (Sum, error) {
 	name := fileName(version, kindDelta)
 	if version < 0 {
 		return Sum{}, fmt.Errorf("statestore: commit version %d: versions start at 0", version)
@@ -221,16 +297,108 @@ func (s *Store) CommitSum(ctx context.Context, version int64, upserts, deletes a
 			return Sum{}, fmt.Errorf("statestore: commit version %d: %w", version, err)
 		}
 	}
-	data, err := encodeFileTo(s.buffer(), kindDelta, version, []section{{schema: s.rowSchema, recs: ups}, {schema: s.keySchema, recs: dels}}, s.mem)
+	data, err := encodeFileTo(s.buffer(), kindDelta, version, flags, []section{{schema: s.rowSchema, recs: ups}, {schema: s.keySchema, recs: dels}}, s.mem)
 	if err != nil {
 		return Sum{}, fmt.Errorf("statestore: commit version %d: %w", version, err)
 	}
+	// Until the Put is known to have succeeded, the file may be the old
+	// delta or this one: forget what the cache said.
+	s.setFull(version, false, false)
 	if err := s.st.Put(ctx, name, data); err != nil {
 		return Sum{}, fmt.Errorf("statestore: commit version %d: write %s: %w", version, name, err)
 	}
-	sum := Sum(sha256.Sum256(data))
+	s.setFull(version, flags&flagFull != 0, true)
+	var sum Sum
+	if wantSum {
+		sum = Sum(sha256.Sum256(data))
+	}
 	s.recycle(data)
 	return sum, nil
+}
+
+// setFull records (known) or forgets (!known) whether version's delta is
+// full.
+func (s *Store) setFull(version int64, full, known bool) {
+	s.full.mu.Lock()
+	defer s.full.mu.Unlock()
+	if !known {
+		delete(s.full.m, version)
+		return
+	}
+	s.full.m[version] = full
+}
+
+// forgetFullBefore drops the cache entries of versions before v (purged).
+func (s *Store) forgetFullBefore(v int64) {
+	s.full.mu.Lock()
+	defer s.full.mu.Unlock()
+	for k := range s.full.m {
+		if k < v {
+			delete(s.full.m, k)
+		}
+	}
+}
+
+// isFull reports whether version's delta is full, from the cache or else
+// by reading the file (once: the answer is cached). A file that cannot be
+// read or decoded counts as not full here; the load that needs it reports
+// the damage.
+func (s *Store) isFull(ctx context.Context, version int64) (bool, error) {
+	s.full.mu.Lock()
+	full, ok := s.full.m[version]
+	s.full.mu.Unlock()
+	if ok {
+		return full, nil
+	}
+	f, err := s.readFile(ctx, version, kindDelta)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, nil
+	}
+	full = f.full
+	f.release()
+	s.setFull(version, full, true)
+	return full, nil
+}
+
+// base returns the version a load of version starts from: the newest full
+// delta after the newest snapshot at or before version, else that snapshot
+// (-1: the empty state), and whether it is a full delta. A delta missing
+// from the listing ends the search (broken: the load will report it).
+func (s *Store) base(ctx context.Context, l *listing, version int64) (base int64, full, broken bool, err error) {
+	snap := l.snapshotAtOrBefore(version)
+	for v := version; v > snap; v-- {
+		if !l.deltas[v] {
+			return snap, false, true, nil
+		}
+		full, err := s.isFull(ctx, v)
+		if err != nil {
+			return 0, false, false, err
+		}
+		if full {
+			return v, true, false, nil
+		}
+	}
+	return snap, false, false, nil
+}
+
+// purgedPast reports whether the listing holds a base newer than version
+// (a snapshot, or a delta this Store committed full): a Purge may then have
+// dropped version's files, and a snapshot of it is of no use.
+func (s *Store) purgedPast(l *listing, version int64) bool {
+	if n := len(l.snapshots); n > 0 && l.snapshots[n-1] > version {
+		return true
+	}
+	s.full.mu.Lock()
+	defer s.full.mu.Unlock()
+	for v, full := range s.full.m {
+		if full && v > version && l.deltas[v] {
+			return true
+		}
+	}
+	return false
 }
 
 // checkUniqueKeys fails when a key appears twice among the upserts and
@@ -361,8 +529,9 @@ func (s *Store) Info(ctx context.Context) (Info, error) {
 }
 
 // Maintain writes committed's snapshot when it is due (snapshotDue): the
-// newest snapshot at or before committed is SnapshotEvery or more versions
-// older (the empty state, version -1, counts as a snapshot of no bytes) and
+// newest base at or before committed (a snapshot or a full delta; the
+// empty state, version -1, counts as a snapshot of no bytes) is
+// SnapshotEvery or more versions older and
 // the deltas after it weigh SnapshotDeltaRatio of it, or it is
 // SnapshotMaxEvery versions older. It builds the snapshot from the files
 // alone, so it may run in its own goroutine while later versions are
@@ -372,16 +541,26 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 	if committed < 0 {
 		return nil
 	}
+	defer s.full.beginMaintain(committed)()
 	l, err := s.list(ctx)
 	if err != nil {
 		return err
 	}
-	if !s.snapshotDue(l, committed) {
+	base, full, broken, err := s.base(ctx, l, committed)
+	if err != nil {
+		return err
+	}
+	if broken && s.purgedPast(l, committed) {
+		// A pass that started late, after a Purge that a newer full
+		// delta let drop committed's files: nothing to snapshot.
+		return nil
+	}
+	if !s.snapshotDue(l, base, full, committed) {
 		return nil
 	}
 	// Each 64Ki-row chunk is encoded as soon as it is built: the snapshot
 	// never exists twice in memory, as records and as bytes.
-	enc := newFileEncoder(nil, int(l.snapshotSizeHint(committed)), kindSnapshot, committed, 1, s.mem)
+	enc := newFileEncoder(nil, int(l.snapshotSizeHint(base, full, committed)), kindSnapshot, committed, 0, 1, s.mem)
 	enc.beginSection(s.rowSchema)
 	ch := newChunker(ctx, s.rowSchema, s.mem, s.snapshotRows, s.concatRun)
 	ch.emit = enc.write
@@ -399,38 +578,35 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 	return nil
 }
 
-// snapshotSizeHint guesses the bytes of version's snapshot: the newest
-// snapshot before it plus its largest delta since. (Deltas usually change
-// the same keys over and over; when they add new ones, the buffer grows.)
-func (l *listing) snapshotSizeHint(version int64) int64 {
-	base := l.snapshotAtOrBefore(version)
-	var snap, delta int64
-	if base >= 0 {
-		snap = l.sizes[fileName(base, kindSnapshot)]
+// baseBytes returns the bytes of base's file: its snapshot, its delta when
+// full, nothing for the empty state.
+func (l *listing) baseBytes(base int64, full bool) int64 {
+	switch {
+	case base < 0:
+		return 0
+	case full:
+		return l.sizes[fileName(base, kindDelta)]
 	}
+	return l.sizes[fileName(base, kindSnapshot)]
+}
+
+// snapshotSizeHint guesses the bytes of version's snapshot: its base (a
+// snapshot or a full delta) plus its largest delta since. (Deltas usually
+// change the same keys over and over; when they add new ones, the buffer
+// grows.)
+func (l *listing) snapshotSizeHint(base int64, full bool, version int64) int64 {
+	var delta int64
 	for v := base + 1; v <= version; v++ {
 		delta = max(delta, l.sizes[fileName(v, kindDelta)])
 	}
-	return snap + delta
+	return l.baseBytes(base, full) + delta
 }
 
-// chainBytes returns the bytes of base's snapshot (none for -1) and of the
-// deltas after it up to version: what a load of version reads.
-func (l *listing) chainBytes(base, version int64) int64 {
-	var n int64
-	if base >= 0 {
-		n = l.sizes[fileName(base, kindSnapshot)]
-	}
-	for v := base + 1; v <= version; v++ {
-		n += l.sizes[fileName(v, kindDelta)]
-	}
-	return n
-}
-
-// snapshotDue reports whether Maintain(committed) writes a snapshot. The
-// sizes come from the listing Maintain makes anyway: deciding reads no file.
-func (s *Store) snapshotDue(l *listing, committed int64) bool {
-	base := l.snapshotAtOrBefore(committed)
+// snapshotDue reports whether Maintain(committed) writes a snapshot, given
+// the base a load of committed starts from (a snapshot, a full delta, or
+// -1). The sizes come from the listing Maintain makes anyway: deciding
+// reads no file (but for full flags the cache does not know yet).
+func (s *Store) snapshotDue(l *listing, base int64, full bool, committed int64) bool {
 	behind := committed - base
 	switch {
 	case behind < int64(s.opts.SnapshotEvery):
@@ -438,27 +614,33 @@ func (s *Store) snapshotDue(l *listing, committed int64) bool {
 	case behind >= int64(s.opts.SnapshotMaxEvery):
 		return true
 	}
-	var snapBytes int64
-	if base >= 0 {
-		snapBytes = l.sizes[fileName(base, kindSnapshot)]
+	var deltaBytes int64
+	for v := base + 1; v <= committed; v++ {
+		deltaBytes += l.sizes[fileName(v, kindDelta)]
 	}
-	deltaBytes := l.chainBytes(base, committed) - snapBytes
-	return float64(deltaBytes) >= s.opts.SnapshotDeltaRatio*float64(snapBytes)
+	return float64(deltaBytes) >= s.opts.SnapshotDeltaRatio*float64(l.baseBytes(base, full))
 }
 
 // Purge deletes the files that no version in
-// [committed-MinVersionsToRetain+1, committed] needs: snapshots older than
-// the newest snapshot at or before the oldest retained version, and the
-// deltas at or before that snapshot. Files of versions after committed are
+// [committed-MinVersionsToRetain+1, committed] needs (nor the version of a
+// Maintain in flight on this Store): with B the base of the oldest
+// retained version (its newest full delta after its newest snapshot, or
+// that snapshot), the snapshots before B and the deltas before B (and B's
+// own delta when B is a snapshot). Files of versions after committed are
 // left alone. It returns the error of the first delete that failed; what it
 // did not delete, the next Purge deletes.
 func (s *Store) Purge(ctx context.Context, committed int64) error {
+	s.full.purgeMu.Lock()
+	defer s.full.purgeMu.Unlock()
 	l, err := s.list(ctx)
 	if err != nil {
 		return err
 	}
-	oldest := committed - int64(s.opts.MinVersionsToRetain) + 1
-	base := l.snapshotAtOrBefore(oldest)
+	oldest := s.full.oldestMaintained(committed - int64(s.opts.MinVersionsToRetain) + 1)
+	base, full, _, err := s.base(ctx, l, oldest)
+	if err != nil {
+		return err
+	}
 	if base < 0 {
 		return nil // every retained version replays from delta 0
 	}
@@ -469,7 +651,7 @@ func (s *Store) Purge(ctx context.Context, committed int64) error {
 		}
 	}
 	for _, v := range l.deltaList {
-		if v <= base {
+		if v < base || v == base && !full {
 			names = append(names, fileName(v, kindDelta))
 		}
 	}
@@ -479,6 +661,7 @@ func (s *Store) Purge(ctx context.Context, committed int64) error {
 	if err := s.st.Delete(ctx, names...); err != nil {
 		return fmt.Errorf("statestore: purge %s before version %d: %w", s.st.URL(), oldest, err)
 	}
+	s.forgetFullBefore(base)
 	return nil
 }
 

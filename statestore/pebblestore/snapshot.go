@@ -203,8 +203,12 @@ func (s *Store) rebuild(ctx context.Context, target int64, dir string) error {
 		return err
 	}
 	s.mu.db, s.mu.version = db, -1
-	// A folder of the in-memory backend: start from its newest snapshot.
-	snap := newestAtOrBefore(l.snapshots, target)
+	// A folder of the in-memory backend: start from its newest snapshot,
+	// or the newest full delta after it (the files before may be purged).
+	snap, err := s.meta.Base(ctx, target)
+	if err != nil {
+		return err
+	}
 	if snap < 0 {
 		return nil
 	}

@@ -279,8 +279,8 @@ func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, v
 }
 
 // stateFolderFiles picks, in one statestore folder, the files version
-// loads from: the newest snapshot at or before it and the deltas after
-// that snapshot up to it, plus the files that are not versions (the
+// loads from: its base (the newest snapshot at or before it, or a full
+// delta after that) and the deltas after the base up to it, plus the files that are not versions (the
 // schema). It loads version to check they suffice.
 func stateFolderFiles(ctx context.Context, folder storage.Store, names []string, version int64) ([]string, error) {
 	key, val, err := statestore.ReadSchemas(ctx, folder)
@@ -301,10 +301,16 @@ func stateFolderFiles(ctx context.Context, folder storage.Store, names []string,
 	for _, r := range recs {
 		r.Release()
 	}
-	base := int64(-1)
+	// The load starts from its base: the newest snapshot at or before
+	// version, or a full delta after it (state format 2).
+	base, err := st.Base(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	snapAtBase := false
 	for _, n := range names {
-		if v, snap, ok := statestore.ParseFileName(n); ok && snap && v <= version && v > base {
-			base = v
+		if v, snap, ok := statestore.ParseFileName(n); ok && snap && v == base {
+			snapAtBase = true
 		}
 	}
 	var out []string
@@ -317,6 +323,8 @@ func stateFolderFiles(ctx context.Context, folder storage.Store, names []string,
 			out = append(out, n)
 		case !snap && v > base && v <= version:
 			out = append(out, n)
+		case !snap && v == base && !snapAtBase:
+			out = append(out, n) // a full delta is the base
 		}
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/source/files"
+	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -138,8 +140,18 @@ func TestForkRefuses(t *testing.T) {
 		}, from: 3, want: "batch 2 is planned but not committed (the newest committed batch is 1)"},
 		{name: "state purged", src: func(t *testing.T) storage.Store {
 			cp := build(t)
-			if err := cp.Delete(ctx, "state/totals/1/00000000000000000001.delta"); err != nil {
+			// Every file version 2 could load from: a delta that holds the
+			// whole state (format 2) would otherwise stand in for the rest.
+			files, err := cp.List(ctx, "state/totals/1/")
+			if err != nil {
 				t.Fatal(err)
+			}
+			for _, f := range files {
+				if v, _, ok := statestore.ParseFileName(path.Base(f.Name)); ok && v <= 2 {
+					if err := cp.Delete(ctx, f.Name); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			return cp
 		}, from: 3, want: `state state/totals/1 at version 2: cannot be loaded, its files were purged or never written`},

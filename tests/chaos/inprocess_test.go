@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/onceflow/onceflow/source/kafka"
 	"github.com/onceflow/onceflow/storage"
 	"github.com/onceflow/onceflow/storage/faultstore"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // runSettlement runs the settlement query in process on cp until the
@@ -49,7 +52,17 @@ func runSettlement(t *testing.T, cp storage.Store, brokers []string, sink engine
 // came, and Run returned nil; now Run returns it.
 func TestSnapshotFailureIsReported(t *testing.T) {
 	c := testenv.Kafka(t, map[string]int32{"payments": 2})
-	producePayments(t, c, rand.New(rand.NewPCG(9, 9)), 0, 50) // one batch: its snapshot is the last
+	// Two batches. The first changes every merchant, so its delta holds
+	// the whole state and stands for a snapshot (state format 2); the
+	// second changes one merchant of 13, so a snapshot is due after it,
+	// and that snapshot is the last.
+	producePayments(t, c, rand.New(rand.NewPCG(9, 9)), 0, 50)
+	one := make([]*kgo.Record, 0, 50)
+	for i := 50; i < 100; i++ {
+		v, _ := json.Marshal(map[string]any{"payment_id": fmt.Sprint("p-", i), "merchant_id": "m-0", "amount_cents": 1 + i})
+		one = append(one, &kgo.Record{Topic: "payments", Key: []byte("m-0"), Value: v})
+	}
+	testenv.KafkaProduce(t, c, one...)
 	// Slow at the store, then EIO at the file system: the write fails
 	// after the driver has planned, found nothing, and left its loop.
 	cfg, err := faultstore.Parse("op=put path=state/**/*.snapshot times=1000 fault=slow delay=300ms; op=fs.write path=state/**/*.snapshot times=1000 fault=eio")

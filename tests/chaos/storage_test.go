@@ -19,7 +19,7 @@ type storageFault struct {
 
 var storageFaults = []storageFault{
 	{"storage ENOSPC", "op=write nth={n} fault=enospc", "op=write nth={n} fault=enospc"},
-	{"storage EIO (any call)", "seed={seed}; op=store p=0.02 fault=eio", "seed={seed}; op=store p=0.05 fault=eio"},
+	{"storage EIO (any call)", "seed={seed}; op=store p=0.04 fault=eio", "seed={seed}; op=store p=0.05 fault=eio"},
 	{"storage torn write", "op=fs.write nth={n} fault=torn", "op=fs.write nth={n} fault=torn"},
 	{"storage failed fsync", "seed={seed}; op=write|delete p=0.04 fault=syncfail; op=fs.sync|fs.syncdir nth={n} fault=eio",
 		"seed={seed}; op=write p=0.04 fault=syncfail; op=fs.sync|fs.syncdir nth={n} fault=eio"},

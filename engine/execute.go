@@ -140,23 +140,6 @@ func bindAggs(mem memory.Allocator, in *arrow.Schema, aggs []batch.Agg) (*batch.
 	return p, out, nil
 }
 
-// withoutKeys returns the rows of rec whose key columns (the first
-// columns, as many as keys has) match no row of keys.
-func withoutKeys(ctx context.Context, mem memory.Allocator, rec, keys arrow.RecordBatch) (arrow.RecordBatch, error) {
-	nk := int(keys.NumCols())
-	gone := make(map[string]struct{}, keys.NumRows())
-	for i := 0; i < int(keys.NumRows()); i++ {
-		gone[keyString(keys.Columns(), i)] = struct{}{}
-	}
-	keep := make([]bool, rec.NumRows())
-	cols := rec.Columns()[:nk]
-	for i := range keep {
-		_, drop := gone[keyString(cols, i)]
-		keep[i] = !drop
-	}
-	return kernel.FilterRows(ctx, mem, rec, keep)
-}
-
 func describe(v any) string {
 	if d, ok := v.(Describer); ok {
 		return d.Description()

@@ -226,16 +226,9 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 		f.changes = map[string]stateChange{"": {upserts: p.gb.State(), removals: removed, full: true}}
 		return f, nil
 	}
+	// Changes leaves out the groups Remove took (the kernel drops them
+	// from its changed set), so no upsert repeats a removed key.
 	changes := p.gb.Changes()
-	if f.removed > 0 && changes.NumRows() > 0 {
-		kept, err := withoutKeys(ctx, p.h.mem, changes, removed)
-		changes.Release()
-		if err != nil {
-			removed.Release()
-			return finished{}, err
-		}
-		changes = kept
-	}
 	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed}}
 	return f, nil
 }

@@ -63,6 +63,8 @@ type GroupBy struct {
 
 	m       aggMergeCtx
 	keyCols []arrow.Array
+	// resetKeep is Reset's all-false keep mask, kept between calls.
+	resetKeep []bool
 }
 
 // NewGroupBy builds the empty state of an aggregation of records of schema

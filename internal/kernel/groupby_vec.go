@@ -140,6 +140,19 @@ func (v *vec[T]) compact(keep []bool) {
 	}
 }
 
+// reset empties v, keeping its arrays (zeroed) for the elements to come.
+func (v *vec[T]) reset() {
+	if !v.chunked {
+		clear(v.flat)
+		v.flat = v.flat[:0]
+	} else {
+		for c := range v.chunks[:min(len(v.chunks), (v.n+vecMask)>>vecBits)] {
+			clear(v.chunks[c])
+		}
+	}
+	v.n = 0
+}
+
 // memoryBytes is the size of the arrays held.
 func (v *vec[T]) memoryBytes() int64 {
 	if !v.chunked {

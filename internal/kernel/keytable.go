@@ -40,6 +40,9 @@ type keyTable interface {
 	// compact drops the groups whose keep is false; the others keep their
 	// order and are renumbered densely.
 	compact(keep []bool)
+	// reset drops every group, keeping the table's slots and arrays for
+	// the groups to come.
+	reset()
 	memoryBytes() int64
 }
 

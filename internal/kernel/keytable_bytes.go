@@ -450,6 +450,15 @@ func (t *bytesKeys) compact(keep []bool) {
 	t.rebuild(slots)
 }
 
+func (t *bytesKeys) reset() {
+	clear(t.slots)
+	t.arena = t.arena[:0]
+	if t.slots != nil {
+		t.offs = append(t.offs[:0], 0)
+	}
+	t.nullGid, t.nullSeq = -1, 0
+}
+
 func (t *bytesKeys) arrays(mem memory.Allocator, idx []uint32) []arrow.Array {
 	n := aggRows(idx, t.len())
 	if t.single {

@@ -481,6 +481,12 @@ func (t *u64Keys) compact(keep []bool) {
 	t.rebuild(n)
 }
 
+func (t *u64Keys) reset() {
+	clear(t.slots)
+	t.keys.reset()
+	t.nullGid, t.nullSeq = -1, 0
+}
+
 func (t *u64Keys) arrays(mem memory.Allocator, idx []uint32) []arrow.Array {
 	n := aggRows(idx, t.keys.len())
 	var has []bool

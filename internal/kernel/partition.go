@@ -25,12 +25,33 @@ func PartitionOf(h uint64, n int) int { return int(h % uint64(n)) }
 // When every row falls in one partition, that partition is rec itself,
 // retained. The caller releases the records.
 func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int) ([]arrow.RecordBatch, error) {
-	return partition(mem, rec, keyCols, n, true)
+	var p Partitioner
+	return p.partition(mem, rec, keyCols, n, true)
+}
+
+// Partitioner is Partition with its scratch (row hashes, partition
+// numbers, row order) kept between calls, for a caller that partitions
+// record after record. It is not safe for concurrent use.
+type Partitioner struct {
+	keys             []arrow.Array
+	h                []uint64
+	start, part, idx []int32
+	pos              []int32
+}
+
+// Partition is the package's Partition, reusing p's scratch.
+func (p *Partitioner) Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int) ([]arrow.RecordBatch, error) {
+	return p.partition(mem, rec, keyCols, n, true)
+}
+
+func partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int, scatter bool) ([]arrow.RecordBatch, error) {
+	var p Partitioner
+	return p.partition(mem, rec, keyCols, n, scatter)
 }
 
 // partition is Partition; scatter false makes every column take the
 // gather path (tests compare the two).
-func partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int, scatter bool) ([]arrow.RecordBatch, error) {
+func (pt *Partitioner) partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int, scatter bool) ([]arrow.RecordBatch, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: partition: %d partitions", batch.ErrAggSchema, n)
 	}
@@ -42,20 +63,25 @@ func partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int
 	if rows == 0 {
 		return out, nil
 	}
-	keys := make([]arrow.Array, len(keyCols))
+	keys := aggGrow(pt.keys[:0], len(keyCols))
+	pt.keys = keys
+	defer clear(keys)
 	for i, ci := range keyCols {
 		if ci < 0 || ci >= int(rec.NumCols()) {
 			return nil, fmt.Errorf("%w: partition: key column %d of a record of %d columns", batch.ErrAggSchema, ci, rec.NumCols())
 		}
 		keys[i] = rec.Column(ci)
 	}
-	h := make([]uint64, rows)
+	pt.h = scratchOf(pt.h, rows)
+	h := pt.h
 	if err := HashRows(keys, h); err != nil {
 		return nil, fmt.Errorf("partition: %w", err)
 	}
 	// Counting sort of the row indices by partition, stable.
-	start := make([]int32, n+1)
-	part := make([]int32, rows)
+	pt.start = aggGrow(pt.start[:0], n+1)
+	clear(pt.start)
+	pt.part = scratchOf(pt.part, rows)
+	start, part := pt.start, pt.part
 	partitionNumbers(h, n, part, start[1:])
 	for p := range n {
 		if int(start[p+1]) == rows {
@@ -91,8 +117,10 @@ func partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int
 			continue
 		}
 		if idx == nil {
-			idx = make([]int32, rows)
-			pos := make([]int32, n)
+			pt.idx = scratchOf(pt.idx, rows)
+			idx = pt.idx
+			pt.pos = aggGrow(pt.pos[:0], n)
+			pos := pt.pos
 			copy(pos, start[:n])
 			for i, p := range part {
 				idx[pos[p]] = int32(i)
@@ -122,6 +150,15 @@ func partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int
 		}
 	}
 	return out, nil
+}
+
+// scratchOf is s with length n, its old contents left as they are (the
+// caller overwrites every element).
+func scratchOf[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // partitionNumbers writes PartitionOf(h[i], n) to part[i] and counts the

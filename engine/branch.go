@@ -183,7 +183,7 @@ func (ex *executor) consumeBranch(ctx context.Context, b *branch, rec arrow.Reco
 		return err
 	}
 	c.late.Add(late)
-	c.add(b.side, pieces)
+	c.add(b.side, pieces, false)
 	return nil
 }
 

@@ -35,6 +35,7 @@ type executor struct {
 	// srcBranch[i] is the branch source i feeds, -1 for the main chain.
 	branches  []*branch
 	srcBranch []int
+	combine   combineMode // test knob: partial aggregation (combine.go)
 
 	// per batch
 	batchID       int64
@@ -67,6 +68,13 @@ type chainOp struct {
 	disk  bool           // st holds DiskStores: partitions hold only the batch's groups
 	// pending holds each partition's input rows of this batch, in order.
 	pending [][]pendingRec
+	// pt is the partitioning scratch of the rows fed in input order
+	// (executor.feed), kept between batches.
+	pt kernel.Partitioner
+	// comb is the operator's partial aggregation (combine.go), nil
+	// without one; combChecked says whether it was looked for.
+	comb        *combiner
+	combChecked bool
 
 	// per batch figures
 	late       atomic.Int64
@@ -79,6 +87,9 @@ type chainOp struct {
 type pendingRec struct {
 	side int
 	rec  arrow.RecordBatch
+	// partial: rec holds partial states of groups (a combiner's), not
+	// input rows.
+	partial bool
 }
 
 // stateful reports whether the query has a stateful operator.
@@ -145,7 +156,7 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 				ErrInvalidQuery, i+1, describe(src), src.Schema(), describe(s.sources[0]), schema)
 		}
 	}
-	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources)), batchMax: make([]int64, len(s.sources)), wmIdx: -1, srcBranch: srcBranch}
+	ex := &executor{mem: cfg.mem, inSchema: schema, inRows: make([]int64, len(s.sources)), batchMax: make([]int64, len(s.sources)), wmIdx: -1, srcBranch: srcBranch, combine: cfg.combine}
 	ok := false
 	defer func() {
 		if !ok {
@@ -548,13 +559,16 @@ func (ex *executor) consume(ctx context.Context, rec arrow.RecordBatch) error {
 		return ex.emit(ctx, nil, cur)
 	}
 	c := ex.ops[0]
-	pieces, late, err := ex.partition(ctx, c, 0, cur, ex.watermark)
+	prep, late, err := c.op.prepare(ctx, 0, cur, ex.watermark)
 	if err != nil {
 		return err
 	}
 	c.late.Add(late)
-	c.add(0, pieces)
-	return nil
+	if prep.NumRows() == 0 {
+		prep.Release()
+		return nil
+	}
+	return ex.feed(ctx, c, prep)
 }
 
 // partition prepares rec (owned by the caller) for operator c and splits it
@@ -572,8 +586,9 @@ func (ex *executor) partition(ctx context.Context, c *chainOp, side int, rec arr
 	return parts, late, err
 }
 
-// add appends one record's pieces to the partitions' pending input.
-func (c *chainOp) add(side int, pieces []arrow.RecordBatch) {
+// add appends one record's pieces to the partitions' pending input
+// (partial states of groups when partial).
+func (c *chainOp) add(side int, pieces []arrow.RecordBatch, partial bool) {
 	for p, r := range pieces {
 		if r == nil {
 			continue
@@ -582,7 +597,7 @@ func (c *chainOp) add(side int, pieces []arrow.RecordBatch) {
 			r.Release()
 			continue
 		}
-		c.pending[p] = append(c.pending[p], pendingRec{side: side, rec: r})
+		c.pending[p] = append(c.pending[p], pendingRec{side: side, rec: r, partial: partial})
 	}
 }
 
@@ -713,6 +728,9 @@ func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime 
 		if last {
 			fc.mode = ex.mode
 		}
+		if err := ex.flush(c); err != nil {
+			return 0, fmt.Errorf("operator %s: partial aggregation: %w", c.op.id(), err)
+		}
 		outs, err := ex.finishOperator(ctx, c, fc)
 		if err != nil {
 			return 0, err
@@ -753,7 +771,11 @@ func (ex *executor) finishOperator(ctx context.Context, c *chainOp, fc *finishCt
 			}
 			for _, pr := range pending {
 				if err == nil {
-					err = part.merge(gctx, pr.side, pr.rec)
+					if pr.partial {
+						err = part.(stateMerger).mergeState(pr.rec)
+					} else {
+						err = part.merge(gctx, pr.side, pr.rec)
+					}
 				}
 				pr.rec.Release()
 			}
@@ -808,6 +830,21 @@ func (ex *executor) finishOperator(ctx context.Context, c *chainOp, fc *finishCt
 // a function of the batch alone.
 func (ex *executor) route(ctx context.Context, from, to *chainOp, outs []arrow.RecordBatch) error {
 	pieces := make([][]arrow.RecordBatch, len(outs))
+	// With a combiner the outputs are prepared in parallel and folded in
+	// partition order (the order the pieces would be appended in).
+	cb, err := ex.combinerOf(to)
+	if err != nil {
+		for _, o := range outs {
+			if o != nil {
+				o.Release()
+			}
+		}
+		return err
+	}
+	var preps []arrow.RecordBatch
+	if cb != nil {
+		preps = make([]arrow.RecordBatch, len(outs))
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtimeProcs())
 	for p, o := range outs {
@@ -828,16 +865,31 @@ func (ex *executor) route(ctx context.Context, from, to *chainOp, outs []arrow.R
 			if cur.NumRows() == 0 {
 				return nil
 			}
+			if preps != nil {
+				prep, late, err := to.op.prepare(gctx, 0, cur, ex.lateWatermark)
+				to.late.Add(late)
+				preps[p] = prep
+				return err
+			}
 			ps, late, err := ex.partition(gctx, to, 0, cur, ex.lateWatermark)
 			to.late.Add(late)
 			pieces[p] = ps
 			return err
 		})
 	}
-	err := g.Wait()
+	err = g.Wait()
 	for _, o := range outs {
 		if o != nil {
 			o.Release()
+		}
+	}
+	for _, prep := range preps {
+		switch {
+		case prep == nil:
+		case err != nil || prep.NumRows() == 0:
+			prep.Release()
+		default:
+			err = ex.feed(ctx, to, prep)
 		}
 	}
 	for _, ps := range pieces {
@@ -849,7 +901,7 @@ func (ex *executor) route(ctx context.Context, from, to *chainOp, outs []arrow.R
 			}
 			continue
 		}
-		to.add(0, ps)
+		to.add(0, ps, false)
 	}
 	return err
 }
@@ -879,6 +931,9 @@ func (ex *executor) reset() {
 		}
 		c.late.Store(0)
 		c.commitTime = 0
+		if c.comb != nil {
+			c.comb.reset()
+		}
 	}
 }
 
@@ -890,6 +945,9 @@ func (ex *executor) release() {
 			if p != nil {
 				p.release()
 			}
+		}
+		if c.comb != nil {
+			c.comb.release()
 		}
 		c.op.release()
 	}

@@ -57,7 +57,10 @@ type Option func(*config)
 type config struct {
 	// rowWindows (a test knob) computes sliding windows a row per window
 	// instead of by panes, as checkpoints written before panes hold them.
-	rowWindows         bool
+	rowWindows bool
+	// combine (a test knob) forces the partial aggregation before the
+	// hash partitioning on or off (combine.go).
+	combine            combineMode
 	name               string
 	checkpoint         storage.Store
 	sinks              []Sink

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/internal/kernel"
+)
+
+// Partial aggregation before the hash partitioning (Spark's partial
+// aggregate before the shuffle). A hash aggregation whose aggregates
+// combine exactly (kernel.GroupBy.Combinable) and whose state is in
+// memory folds the prepared rows of a batch into one combiner GroupBy, in
+// the order they arrive, instead of hashing and scattering every row into
+// the partitions. When the batch's input is complete (before the
+// partitions merge), the combiner's groups, keys and partial state, in
+// first-seen order, are hash-partitioned by the key hash the rows would
+// have had (so each group lands in its partition) and each partition folds
+// them with GroupBy.MergeState. Partitioned stably, each partition sees its
+// groups in the order of their first row in the batch, which is the order
+// update mode emits: the answers, the state and the progress figures are
+// those of the row-by-row path, batch for batch.
+//
+// The combiner gives up for the rest of a batch when it does not reduce
+// (more than half as many groups as rows after combineProbeRows rows):
+// what it holds goes to the partitions and the rows after it are
+// partitioned as they are, partial states first, so first-touch order
+// holds. It flushes to the partitions whenever it holds more than
+// combineMaxBytes. An integer sum that overflows inside the combiner (a
+// batch's rows of one group past int64) would fail where row-by-row adding
+// from the group's running sum might not: the combiner then drops what it
+// folded since its last flush and partitions those rows themselves, so the
+// row-by-row path decides. The other way round, a batch whose rows take a
+// group's running sum past int64 and back by its end succeeds here (only
+// the batch's net sum is added) where row by row it fails: the sum is then
+// the exact one.
+//
+// Operators without this path (joins, deduplication, sessions, panes,
+// processors, disk-backed state) partition rows as before.
+
+// combineMode is the test knob that forces the combiner on or off.
+type combineMode int
+
+const (
+	combineAdaptive combineMode = iota // the default: on, off for a batch that does not reduce
+	combineOff                         // never
+	combineOn                          // always, however many groups
+)
+
+const (
+	// combineProbeRows is how many rows of a batch the combiner folds
+	// before it decides whether it reduces.
+	combineProbeRows = 64 << 10
+	// combineMaxBytes bounds the combiner's memory: past it, it flushes.
+	combineMaxBytes = 64 << 20
+)
+
+// combinerOp is an operator whose partitions can take partial states.
+type combinerOp interface {
+	// newCombiner returns an empty GroupBy of the operator's aggregates
+	// over prepare's output, or nil when they do not combine exactly.
+	newCombiner() (*kernel.GroupBy, error)
+}
+
+// stateMerger is a partition that folds partial states (KeySchema joined
+// with StateSchema) into its groups.
+type stateMerger interface {
+	mergeState(rec arrow.RecordBatch) error
+}
+
+func (o *groupByOp) newCombiner() (*kernel.GroupBy, error) { return o.h.newCombiner() }
+func (o *windowOp) newCombiner() (*kernel.GroupBy, error)  { return o.h.newCombiner() }
+
+func (h *hashAgg) newCombiner() (*kernel.GroupBy, error) {
+	gb, err := h.newGroupBy()
+	if err != nil {
+		return nil, err
+	}
+	if !gb.Combinable() {
+		gb.Release()
+		return nil, nil
+	}
+	return gb, nil
+}
+
+func (p *aggPart) mergeState(rec arrow.RecordBatch) error { return p.gb.MergeState(rec) }
+
+// combiner is one operator's partial aggregation of the current batch. Its
+// GroupBy and the partitioning scratch are kept from batch to batch.
+type combiner struct {
+	gb      *kernel.GroupBy
+	keyCols []int // of the state records: the keys come first
+	mode    combineMode
+	// maxGroups is the group count at which the combiner flushes: the
+	// count it held when its memory first passed combineMaxBytes (its
+	// table keeps its size after a flush, so bytes no longer tell).
+	maxGroups int
+
+	// per batch
+	raw     bool  // the rest of the batch is partitioned row by row
+	decided bool  // the adaptive check ran
+	rows    int64 // rows folded this batch
+	groups  int64 // groups flushed this batch
+	// held are the records folded since the last flush, kept for the
+	// overflow fallback (the row-by-row path keeps as much in pending).
+	held []arrow.RecordBatch
+}
+
+// combinerOf returns c's combiner, building it at first use, or nil where
+// the operator has none (see the package comment above).
+func (ex *executor) combinerOf(c *chainOp) (*combiner, error) {
+	if c.combChecked {
+		return c.comb, nil
+	}
+	c.combChecked = true
+	co, ok := c.op.(combinerOp)
+	if !ok || c.disk || ex.combine == combineOff {
+		return nil, nil
+	}
+	gb, err := co.newCombiner()
+	if err != nil || gb == nil {
+		return nil, err
+	}
+	cb := &combiner{gb: gb, mode: ex.combine}
+	for i := range gb.KeySchema().NumFields() {
+		cb.keyCols = append(cb.keyCols, i)
+	}
+	c.comb = cb
+	return cb, nil
+}
+
+// feed takes prep (prepared rows for c, released here) into c's combiner,
+// or into its partitions' pending input when c has none or gave up for the
+// batch. It runs in input order, one record at a time.
+func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch) error {
+	cb, err := ex.combinerOf(c)
+	if err != nil {
+		prep.Release()
+		return err
+	}
+	if cb == nil || cb.raw {
+		return ex.partitionRaw(c, prep)
+	}
+	if err := cb.gb.Merge(prep); err != nil {
+		if !errors.Is(err, batch.ErrSumOverflow) {
+			prep.Release()
+			return err
+		}
+		// Row by row decides: the rows since the last flush go to the
+		// partitions as they are, and so does the rest of the batch.
+		cb.gb.Reset()
+		cb.raw = true
+		held := append(cb.held, prep)
+		cb.held = cb.held[:0]
+		for i, r := range held {
+			if err := ex.partitionRaw(c, r); err != nil {
+				for _, rest := range held[i+1:] {
+					rest.Release()
+				}
+				return err
+			}
+		}
+		return nil
+	}
+	cb.held = append(cb.held, prep)
+	cb.rows += prep.NumRows()
+	if cb.maxGroups == 0 && cb.gb.MemoryBytes() > combineMaxBytes {
+		cb.maxGroups = max(1, cb.gb.Len())
+	}
+	if cb.mode == combineAdaptive && !cb.decided && cb.rows >= combineProbeRows {
+		cb.decided = true
+		if 2*(cb.groups+int64(cb.gb.Len())) > cb.rows {
+			cb.raw = true
+			return ex.flush(c)
+		}
+	}
+	if cb.maxGroups > 0 && cb.gb.Len() >= cb.maxGroups {
+		return ex.flush(c)
+	}
+	return nil
+}
+
+// partitionRaw splits prep (released here) by c's partition keys into
+// its partitions' pending input, with c's partitioning scratch.
+func (ex *executor) partitionRaw(c *chainOp, prep arrow.RecordBatch) error {
+	defer prep.Release()
+	pieces, err := c.pt.Partition(ex.mem, prep, c.op.partitionKeys(0), len(c.parts))
+	if err != nil {
+		return err
+	}
+	c.add(0, pieces, false)
+	return nil
+}
+
+// flush hands the combiner's groups, as partial states, to c's
+// partitions and empties it.
+func (ex *executor) flush(c *chainOp) error {
+	cb := c.comb
+	if cb == nil {
+		return nil
+	}
+	defer cb.dropHeld()
+	if cb.gb.Len() == 0 {
+		return nil
+	}
+	st := cb.gb.State()
+	pieces, err := c.pt.Partition(ex.mem, st, cb.keyCols, len(c.parts))
+	st.Release()
+	if err != nil {
+		return err
+	}
+	c.add(0, pieces, true)
+	cb.groups += int64(cb.gb.Len())
+	cb.gb.Reset()
+	return nil
+}
+
+func (cb *combiner) dropHeld() {
+	for _, r := range cb.held {
+		r.Release()
+	}
+	clear(cb.held)
+	cb.held = cb.held[:0]
+}
+
+// reset starts the next batch (after a failed one too).
+func (cb *combiner) reset() {
+	cb.dropHeld()
+	if cb.gb.Len() > 0 {
+		cb.gb.Reset()
+	}
+	cb.raw, cb.decided, cb.rows, cb.groups = cb.mode == combineOff, false, 0, 0
+}
+
+func (cb *combiner) release() {
+	cb.dropHeld()
+	cb.gb.Release()
+}

@@ -35,7 +35,7 @@ type executor struct {
 	// srcBranch[i] is the branch source i feeds, -1 for the main chain.
 	branches  []*branch
 	srcBranch []int
-	combine   combineMode // test knob: partial aggregation (combine.go)
+	combine   combineKnobs // test knob: partial aggregation (combine.go)
 
 	// per batch
 	batchID       int64

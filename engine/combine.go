@@ -44,6 +44,14 @@ import (
 // combineMode is the test knob that forces the combiner on or off.
 type combineMode int
 
+// combineKnobs are the combiner's test knobs (config.combine): the mode,
+// and in place of combineProbeRows and combineMaxBytes when not 0.
+type combineKnobs struct {
+	mode      combineMode
+	probeRows int64
+	maxBytes  int64
+}
+
 const (
 	combineAdaptive combineMode = iota // the default: on, off for a batch that does not reduce
 	combineOff                         // never
@@ -93,7 +101,7 @@ func (p *aggPart) mergeState(rec arrow.RecordBatch) error { return p.gb.MergeSta
 type combiner struct {
 	gb      *kernel.GroupBy
 	keyCols []int // of the state records: the keys come first
-	mode    combineMode
+	knobs   combineKnobs
 	// maxGroups is the group count at which the combiner flushes: the
 	// count it held when its memory first passed combineMaxBytes (its
 	// table keeps its size after a flush, so bytes no longer tell).
@@ -104,6 +112,9 @@ type combiner struct {
 	decided bool  // the adaptive check ran
 	rows    int64 // rows folded this batch
 	groups  int64 // groups flushed this batch
+	// combined counts the rows that reached the partitions as partial
+	// states this batch (progress: numRowsCombined).
+	combined int64
 	// held are the records folded since the last flush, kept for the
 	// overflow fallback (the row-by-row path keeps as much in pending).
 	held []arrow.RecordBatch
@@ -117,14 +128,20 @@ func (ex *executor) combinerOf(c *chainOp) (*combiner, error) {
 	}
 	c.combChecked = true
 	co, ok := c.op.(combinerOp)
-	if !ok || c.disk || ex.combine == combineOff {
+	if !ok || c.disk || ex.combine.mode == combineOff {
 		return nil, nil
 	}
 	gb, err := co.newCombiner()
 	if err != nil || gb == nil {
 		return nil, err
 	}
-	cb := &combiner{gb: gb, mode: ex.combine}
+	cb := &combiner{gb: gb, knobs: ex.combine}
+	if cb.knobs.probeRows == 0 {
+		cb.knobs.probeRows = combineProbeRows
+	}
+	if cb.knobs.maxBytes == 0 {
+		cb.knobs.maxBytes = combineMaxBytes
+	}
 	for i := range gb.KeySchema().NumFields() {
 		cb.keyCols = append(cb.keyCols, i)
 	}
@@ -167,10 +184,10 @@ func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch
 	}
 	cb.held = append(cb.held, prep)
 	cb.rows += prep.NumRows()
-	if cb.maxGroups == 0 && cb.gb.MemoryBytes() > combineMaxBytes {
+	if cb.maxGroups == 0 && cb.gb.MemoryBytes() > cb.knobs.maxBytes {
 		cb.maxGroups = max(1, cb.gb.Len())
 	}
-	if cb.mode == combineAdaptive && !cb.decided && cb.rows >= combineProbeRows {
+	if cb.knobs.mode == combineAdaptive && !cb.decided && cb.rows >= cb.knobs.probeRows {
 		cb.decided = true
 		if 2*(cb.groups+int64(cb.gb.Len())) > cb.rows {
 			cb.raw = true
@@ -214,6 +231,9 @@ func (ex *executor) flush(c *chainOp) error {
 	}
 	c.add(0, pieces, true)
 	cb.groups += int64(cb.gb.Len())
+	for _, r := range cb.held {
+		cb.combined += r.NumRows()
+	}
 	cb.gb.Reset()
 	return nil
 }
@@ -232,7 +252,7 @@ func (cb *combiner) reset() {
 	if cb.gb.Len() > 0 {
 		cb.gb.Reset()
 	}
-	cb.raw, cb.decided, cb.rows, cb.groups = cb.mode == combineOff, false, 0, 0
+	cb.raw, cb.decided, cb.rows, cb.groups, cb.combined = false, false, 0, 0, 0
 }
 
 func (cb *combiner) release() {

@@ -60,7 +60,7 @@ type config struct {
 	rowWindows bool
 	// combine (a test knob) forces the partial aggregation before the
 	// hash partitioning on or off (combine.go).
-	combine            combineMode
+	combine            combineKnobs
 	name               string
 	checkpoint         storage.Store
 	sinks              []Sink

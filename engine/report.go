@@ -66,6 +66,13 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 				op.CustomMetrics[k] += v
 			}
 		}
+		if cb := c.comb; cb != nil && cb.combined > 0 {
+			if op.CustomMetrics == nil {
+				op.CustomMetrics = map[string]int64{}
+			}
+			op.CustomMetrics["numRowsCombined"] = cb.combined
+			op.CustomMetrics["numPartialGroups"] = cb.groups
+		}
 		p.StateOperators = append(p.StateOperators, op)
 	}
 	if ex.watermarked() {

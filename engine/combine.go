@@ -45,11 +45,13 @@ import (
 type combineMode int
 
 // combineKnobs are the combiner's test knobs (config.combine): the mode,
-// and in place of combineProbeRows and combineMaxBytes when not 0.
+// and in place of combineProbeRows, combineMaxBytes and
+// combineSkipBatches when not 0 (skipBatches < 0: none).
 type combineKnobs struct {
-	mode      combineMode
-	probeRows int64
-	maxBytes  int64
+	mode        combineMode
+	probeRows   int64
+	maxBytes    int64
+	skipBatches int
 }
 
 const (
@@ -64,6 +66,10 @@ const (
 	combineProbeRows = 64 << 10
 	// combineMaxBytes bounds the combiner's memory: past it, it flushes.
 	combineMaxBytes = 64 << 20
+	// combineSkipBatches is how many batches after one where it gave up
+	// the combiner stays off before it probes again: the probe's rows cost
+	// a combiner merge and a flush on top of the row-by-row path.
+	combineSkipBatches = 7
 )
 
 // combinerOp is an operator whose partitions can take partial states.
@@ -108,6 +114,7 @@ type combiner struct {
 	maxGroups int
 
 	// per batch
+	skip    int   // batches left to run row by row after a give-up
 	raw     bool  // the rest of the batch is partitioned row by row
 	decided bool  // the adaptive check ran
 	rows    int64 // rows folded this batch
@@ -142,6 +149,9 @@ func (ex *executor) combinerOf(c *chainOp) (*combiner, error) {
 	if cb.knobs.maxBytes == 0 {
 		cb.knobs.maxBytes = combineMaxBytes
 	}
+	if cb.knobs.skipBatches == 0 {
+		cb.knobs.skipBatches = combineSkipBatches
+	}
 	for i := range gb.KeySchema().NumFields() {
 		cb.keyCols = append(cb.keyCols, i)
 	}
@@ -160,6 +170,19 @@ func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch
 	}
 	if cb == nil || cb.raw {
 		return ex.partitionRaw(c, prep)
+	}
+	// The adaptive check comes after probeRows rows, inside a record if
+	// need be: the rest of a large record may go row by row.
+	if cb.knobs.mode == combineAdaptive && !cb.decided && cb.rows+prep.NumRows() > cb.knobs.probeRows {
+		if head := cb.knobs.probeRows - cb.rows; head > 0 {
+			a, b := prep.NewSlice(0, head), prep.NewSlice(head, prep.NumRows())
+			prep.Release()
+			if err := ex.feed(ctx, c, a); err != nil {
+				b.Release()
+				return err
+			}
+			return ex.feed(ctx, c, b)
+		}
 	}
 	if err := cb.gb.Merge(prep); err != nil {
 		if !errors.Is(err, batch.ErrSumOverflow) {
@@ -191,6 +214,7 @@ func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch
 		cb.decided = true
 		if 2*(cb.groups+int64(cb.gb.Len())) > cb.rows {
 			cb.raw = true
+			cb.skip = max(0, cb.knobs.skipBatches)
 			return ex.flush(c)
 		}
 	}
@@ -253,6 +277,10 @@ func (cb *combiner) reset() {
 		cb.gb.Reset()
 	}
 	cb.raw, cb.decided, cb.rows, cb.groups, cb.combined = false, false, 0, 0, 0
+	if cb.skip > 0 {
+		cb.skip--
+		cb.raw = true
+	}
 }
 
 func (cb *combiner) release() {

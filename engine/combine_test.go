@@ -43,7 +43,7 @@ func (s *splitScript) Read(ctx context.Context, start, end json.RawMessage, emit
 	})
 }
 
-// combineScript is a script of batches of 10 to 70 payments over 25
+// combineScript is a script of batches of 10 to 70 payments over 6
 // merchants (every fourth batch a merchant per row: a batch the combiner
 // does not reduce), event times drifting forward, some far behind (late),
 // amounts of either sign.
@@ -59,7 +59,7 @@ func combineScript(seed uint64, batches int) [][]payRow {
 			if r.IntN(10) == 0 {
 				sec = max(0, base-15-r.Int64N(20))
 			}
-			m := fmt.Sprintf("m%d", r.IntN(25))
+			m := fmt.Sprintf("m%d", r.IntN(6))
 			if b%4 == 3 {
 				m = fmt.Sprintf("u%d", next)
 			}
@@ -201,7 +201,8 @@ func TestCombinerMatchesRowByRow(t *testing.T) {
 	}{
 		{"on", combineKnobs{mode: combineOn}},
 		{"on, flushed every record", combineKnobs{mode: combineOn, maxBytes: 1}},
-		{"adaptive", combineKnobs{mode: combineAdaptive, probeRows: 8}},
+		{"adaptive", combineKnobs{mode: combineAdaptive, probeRows: 16, skipBatches: -1}},
+		{"adaptive, skipping batches after a give-up", combineKnobs{mode: combineAdaptive, probeRows: 16, skipBatches: 2}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,10 +214,17 @@ func TestCombinerMatchesRowByRow(t *testing.T) {
 			if len(want.out) == 0 {
 				t.Fatal("no output")
 			}
+			var onCombined int64
 			for _, v := range variants {
 				got := runCombine(t, tc.stream, script, tc.mode, v.knobs, tc.ops)
 				if got.combined == 0 {
 					t.Errorf("%s: no row went through the combiner", v.name)
+				}
+				if v.knobs.mode == combineOn && v.knobs.maxBytes == 0 {
+					onCombined = got.combined
+				}
+				if v.knobs.mode == combineAdaptive && got.combined >= onCombined {
+					t.Errorf("%s: %d rows combined, as many as forced on: it never gave up", v.name, got.combined)
 				}
 				for _, cmp := range []struct {
 					what     string

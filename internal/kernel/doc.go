@@ -31,7 +31,12 @@
 // touched groups' keys and accumulator state for the state store's delta;
 // Output returns results (touched groups in first-touch order, or all
 // groups); Load restores from state rows; Remove evicts. Integer sums that
-// overflow fail the merge naming the column and group. A GroupBy is not
+// overflow fail the merge naming the column and group. MergeState folds
+// another GroupBy's state rows (a partial aggregation of some rows) into
+// the groups as if the rows were merged, where Combinable says it is
+// exact (counts, integer sums and averages, min, max, first, last); Reset
+// empties a GroupBy for reuse; Partitioner is Partition with its scratch
+// kept between calls. A GroupBy is not
 // safe for concurrent use: the engine runs one per partition, in parallel.
 //
 // # Deduplication

@@ -1,0 +1,498 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
+	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/statestore"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// Review of the partial aggregation (combine.go): adversarial inputs,
+// aggregates at the edge of Combinable, and operators around the
+// aggregation, each run with the combiner off and in every mode, compared
+// batch for batch (output rows in order, progress, every state version).
+
+// revRow is one input row; nulls has a bit per nullable column.
+type revRow struct {
+	k     string
+	n     int32
+	sec   int64
+	v     int64
+	s     string
+	b     bool
+	f     float64
+	u     uint32
+	nulls uint8
+}
+
+const (
+	revNullK = 1 << iota
+	revNullN
+	revNullV
+	revNullS
+	revNullB
+	revNullF
+)
+
+var revSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "k", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "n", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+	{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Millisecond}},
+	{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+	{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "u", Type: arrow.PrimitiveTypes.Uint32},
+}, nil)
+
+// revScript is a source of batches, each read as the given records (an
+// empty record included).
+type revScript struct {
+	name    string
+	batches [][][]revRow
+}
+
+func (s *revScript) Schema() *arrow.Schema { return revSchema }
+func (s *revScript) InitialOffset(context.Context) (json.RawMessage, error) {
+	return json.RawMessage("0"), nil
+}
+func (s *revScript) LatestOffset(_ context.Context, start json.RawMessage) (json.RawMessage, error) {
+	k, _ := strconv.Atoi(string(start))
+	return json.RawMessage(strconv.Itoa(min(k+1, len(s.batches)))), nil
+}
+func (s *revScript) Read(_ context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
+	a, _ := strconv.Atoi(string(start))
+	b, _ := strconv.Atoi(string(end))
+	for _, bt := range s.batches[a:b] {
+		for _, rows := range bt {
+			rec := revRecord(rows)
+			err := emit(rec)
+			rec.Release()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *revScript) String() string { return "review script " + s.name }
+
+func revRecord(rows []revRow) arrow.RecordBatch {
+	mem := memory.DefaultAllocator
+	bld := array.NewRecordBuilder(mem, revSchema)
+	defer bld.Release()
+	kb := bld.Field(0).(*array.StringBuilder)
+	nb := bld.Field(1).(*array.Int32Builder)
+	tb := bld.Field(2).(*array.TimestampBuilder)
+	vb := bld.Field(3).(*array.Int64Builder)
+	sb := bld.Field(4).(*array.StringBuilder)
+	bb := bld.Field(5).(*array.BooleanBuilder)
+	fb := bld.Field(6).(*array.Float64Builder)
+	ub := bld.Field(7).(*array.Uint32Builder)
+	for _, r := range rows {
+		if r.nulls&revNullK != 0 {
+			kb.AppendNull()
+		} else {
+			kb.Append(r.k)
+		}
+		if r.nulls&revNullN != 0 {
+			nb.AppendNull()
+		} else {
+			nb.Append(r.n)
+		}
+		tb.Append(arrow.Timestamp(r.sec * 1000))
+		if r.nulls&revNullV != 0 {
+			vb.AppendNull()
+		} else {
+			vb.Append(r.v)
+		}
+		if r.nulls&revNullS != 0 {
+			sb.AppendNull()
+		} else {
+			sb.Append(r.s)
+		}
+		if r.nulls&revNullB != 0 {
+			bb.AppendNull()
+		} else {
+			bb.Append(r.b)
+		}
+		if r.nulls&revNullF != 0 {
+			fb.AppendNull()
+		} else {
+			fb.Append(r.f)
+		}
+		ub.Append(r.u)
+	}
+	return bld.NewRecordBatch()
+}
+
+// revGen makes a script whose batches take turns among shapes that stress
+// the combiner: one key for every row, every row its own key, nulls in keys
+// and values, records of one row, empty records, many small records, and a
+// mix; event times drift forward with some rows far behind (late).
+func revGen(seed uint64, batches int) [][][]revRow {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var script [][][]revRow
+	next := 0
+	strs := []string{"", "a", "b", "zz", "a-much-longer-string-than-inline", "é", "A"}
+	row := func(b int, key string, n int32) revRow {
+		base := int64(b * 7)
+		sec := base + r.Int64N(12)
+		if r.IntN(9) == 0 {
+			sec = max(0, base-15-r.Int64N(20))
+		}
+		x := revRow{k: key, n: n, sec: sec, v: r.Int64N(2001) - 1000, s: strs[r.IntN(len(strs))],
+			b: r.IntN(2) == 0, f: float64(r.IntN(7)) - 3, u: uint32(r.IntN(1000))}
+		switch r.IntN(12) {
+		case 0:
+			x.f = math.NaN()
+		case 1:
+			x.f = math.Copysign(0, -1)
+		}
+		if r.IntN(5) == 0 {
+			x.nulls |= revNullV
+		}
+		if r.IntN(5) == 0 {
+			x.nulls |= revNullS
+		}
+		if r.IntN(4) == 0 {
+			x.nulls |= revNullB
+		}
+		if r.IntN(6) == 0 {
+			x.nulls |= revNullF
+		}
+		next++
+		return x
+	}
+	for b := range batches {
+		var rows []revRow
+		nrows := 5 + r.IntN(40)
+		shape := b % 6
+		for range nrows {
+			switch shape {
+			case 0: // one key
+				rows = append(rows, row(b, "one", 1))
+			case 1: // every row distinct
+				rows = append(rows, row(b, fmt.Sprintf("d%d", next), int32(next)))
+			default: // a few keys, nulls among them
+				x := row(b, fmt.Sprintf("m%d", r.IntN(4)), int32(r.IntN(3)))
+				if r.IntN(6) == 0 {
+					x.nulls |= revNullK
+				}
+				if r.IntN(6) == 0 {
+					x.nulls |= revNullN
+				}
+				rows = append(rows, x)
+			}
+		}
+		var recs [][]revRow
+		switch shape {
+		case 2: // records of one row, an empty one between
+			for i, x := range rows {
+				recs = append(recs, []revRow{x})
+				if i == 1 {
+					recs = append(recs, nil)
+				}
+			}
+		case 3: // empty records around
+			recs = [][]revRow{nil, rows, nil}
+		default: // records of 1 to 7 rows
+			for len(rows) > 0 {
+				k := min(len(rows), 1+r.IntN(7))
+				recs = append(recs, rows[:k])
+				rows = rows[k:]
+			}
+		}
+		script = append(script, recs)
+	}
+	return script
+}
+
+type revRun struct {
+	out, progress, state []string
+	combined             int64
+}
+
+// runReview runs stream over the scripts with the combiner's knobs: the
+// first half of the batches one run each (restarted from the checkpoint
+// between batches), then the rest in one run.
+func runReview(t *testing.T, stream func([]Source) *Stream, scripts [][][][]revRow, mode OutputMode, knobs combineKnobs, ops []string) revRun {
+	t.Helper()
+	cp := localStore(t)
+	sink := memsink.New("out")
+	var res revRun
+	listen := WithProgressListener(func(p Progress) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "batch %d in %d", p.BatchID, p.NumInputRows)
+		for _, s := range p.Sources {
+			fmt.Fprintf(&b, " src %d", s.NumInputRows)
+		}
+		for _, s := range p.Sinks {
+			fmt.Fprintf(&b, " out %d", s.NumOutputRows)
+		}
+		var ev []string
+		for k, v := range p.EventTime {
+			ev = append(ev, k+"="+v)
+		}
+		sort.Strings(ev)
+		fmt.Fprintf(&b, " event %v", ev)
+		for _, op := range p.StateOperators {
+			fmt.Fprintf(&b, "; %s total %d updated %d removed %d late %d parts %d", op.OperatorID, op.NumRowsTotal, op.NumRowsUpdated, op.NumRowsRemoved, op.NumRowsDroppedByWatermark, op.NumPartitions)
+			var cm []string
+			for k, v := range op.CustomMetrics {
+				if k == "numRowsCombined" || k == "numPartialGroups" {
+					continue
+				}
+				cm = append(cm, fmt.Sprint(k, "=", v))
+			}
+			sort.Strings(cm)
+			fmt.Fprintf(&b, " %v", cm)
+			if op.MemoryUsedBytes < 0 {
+				t.Errorf("batch %d operator %s: memory %d", p.BatchID, op.OperatorID, op.MemoryUsedBytes)
+			}
+			res.combined += op.CustomMetrics["numRowsCombined"]
+		}
+		res.progress = append(res.progress, b.String())
+	})
+	mk := func() []Source {
+		var srcs []Source
+		for i, s := range scripts {
+			srcs = append(srcs, &revScript{name: strconv.Itoa(i), batches: s})
+		}
+		return srcs
+	}
+	nb := 0
+	for _, s := range scripts {
+		nb = max(nb, len(s))
+	}
+	for i := 0; i <= nb/2; i++ {
+		trig := Once()
+		if i == nb/2 {
+			trig = AvailableNow()
+		}
+		q, err := NewQuery(stream(mk()), WithCheckpoint(cp), WithSink(sink), WithTrigger(trig), WithOutputMode(mode),
+			WithStatePartitions(3), WithSnapshotEvery(3), listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.combine = knobs
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err = q.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%+v: %v", knobs, err)
+		}
+	}
+	for _, id := range sink.BatchIDs() {
+		for _, r := range sink.Batch(id) {
+			res.out = append(res.out, fmt.Sprint(id, r))
+		}
+	}
+	ctx := context.Background()
+	cfg := defaultConfig()
+	cfg.mode = mode
+	ex, err := bindStream(stream(mk()), &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.release()
+	specs := map[string]storeSpec{}
+	for _, c := range ex.ops {
+		specs[c.op.id()] = c.specs[0]
+	}
+	for _, op := range ops {
+		for p := range 3 {
+			st, err := statestore.Open(ctx, storage.Sub(cp, checkpoint.StoreDir(op, p, "")), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for v := int64(0); v < int64(len(res.progress)); v++ {
+				recs, err := st.Load(ctx, v)
+				if err != nil {
+					t.Fatalf("%s partition %d version %d: %v", op, p, v, err)
+				}
+				rows, err := memsink.Rows(recs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range recs {
+					r.Release()
+				}
+				res.state = append(res.state, fmt.Sprint(op, p, v, rows))
+			}
+		}
+	}
+	return res
+}
+
+// revAggs are aggregates that all combine exactly, over every type the
+// script has.
+func revAggs() []batch.Agg {
+	c := batch.Col
+	return []batch.Agg{
+		batch.Sum(c("v")).As("sum_v"), batch.Count(c("v")).As("count_v"), batch.CountRows().As("rows"),
+		batch.Avg(c("v")).As("avg_v"), batch.Min(c("v")).As("min_v"), batch.Max(c("v")).As("max_v"),
+		batch.First(c("v")).As("first_v"), batch.Last(c("v")).As("last_v"),
+		batch.Min(c("s")).As("min_s"), batch.Max(c("s")).As("max_s"), batch.First(c("s")).As("first_s"), batch.Last(c("s")).As("last_s"),
+		batch.Count(c("s")).As("count_s"),
+		batch.Min(c("b")).As("min_b"), batch.Max(c("b")).As("max_b"), batch.First(c("b")).As("first_b"), batch.Last(c("b")).As("last_b"),
+		batch.Min(c("ts")).As("min_ts"), batch.Max(c("ts")).As("max_ts"),
+		batch.Min(c("f")).As("min_f"), batch.Max(c("f")).As("max_f"), batch.First(c("f")).As("first_f"), batch.Last(c("f")).As("last_f"),
+		batch.Sum(c("u")).As("sum_u"), batch.Avg(c("u")).As("avg_u"), batch.Min(c("u")).As("min_u"),
+	}
+}
+
+var revVariants = []struct {
+	name  string
+	knobs combineKnobs
+}{
+	{"on", combineKnobs{mode: combineOn}},
+	{"on, flushed every record", combineKnobs{mode: combineOn, maxBytes: 1}},
+	{"adaptive, probe 1 row", combineKnobs{mode: combineAdaptive, probeRows: 1}},
+	{"adaptive, probe 3 rows, no skip", combineKnobs{mode: combineAdaptive, probeRows: 3, skipBatches: -1}},
+	{"adaptive, probe 8 rows, skip 1, flushed every record", combineKnobs{mode: combineAdaptive, probeRows: 8, skipBatches: 1, maxBytes: 1}},
+	{"adaptive (defaults)", combineKnobs{mode: combineAdaptive}},
+}
+
+type revCase struct {
+	name    string
+	stream  func([]Source) *Stream
+	mode    OutputMode
+	ops     []string
+	sources int
+	// noCombine: the combiner must take no row (an aggregate that does
+	// not combine exactly, or an operator without the path).
+	noCombine bool
+}
+
+func revCompare(t *testing.T, tc revCase, batches int) {
+	t.Helper()
+	var scripts [][][][]revRow
+	for i := range max(1, tc.sources) {
+		scripts = append(scripts, revGen(uint64(len(tc.name)*31+i), batches))
+	}
+	want := runReview(t, tc.stream, scripts, tc.mode, combineKnobs{mode: combineOff}, tc.ops)
+	if want.combined != 0 {
+		t.Fatalf("combiner off: %d rows combined", want.combined)
+	}
+	if len(want.out) == 0 {
+		t.Fatal("no output")
+	}
+	for _, v := range revVariants {
+		got := runReview(t, tc.stream, scripts, tc.mode, v.knobs, tc.ops)
+		if tc.noCombine && got.combined != 0 {
+			t.Errorf("%s: %d rows combined where the aggregation must not combine", v.name, got.combined)
+		}
+		if !tc.noCombine && v.knobs.mode == combineOn && got.combined == 0 {
+			t.Errorf("%s: no row combined", v.name)
+		}
+		for _, cmp := range []struct {
+			what     string
+			got, exp []string
+		}{{"output", got.out, want.out}, {"progress", got.progress, want.progress}, {"state", got.state, want.state}} {
+			if a, b := strings.Join(cmp.got, "\n"), strings.Join(cmp.exp, "\n"); a != b {
+				t.Errorf("%s: %s differs from the row-by-row path:\n%s", v.name, cmp.what, firstDiff(cmp.got, cmp.exp))
+				break
+			}
+		}
+	}
+}
+
+// firstDiff shows the first line where got and want differ.
+func firstDiff(got, want []string) string {
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			return fmt.Sprintf("line %d (of %d, want %d)\n got: %s\nwant: %s", i, len(got), len(want), g, w)
+		}
+	}
+	return "same"
+}
+
+// TestReviewCombAdversarialEquivalence: group-bys over nullable string and
+// int keys with every combinable aggregate over every type (nulls, NaN, -0,
+// long strings), windows, the watermark column among the keys, a float sum
+// (which must not combine), deduplication before and a union of sources:
+// every combiner mode gives the row-by-row path's output, progress and
+// state, batch for batch.
+func TestReviewCombAdversarialEquivalence(t *testing.T) {
+	cases := []revCase{
+		{name: "group by two nullable keys/update", mode: Update, ops: []string{"g"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k", "n").ID("g").Agg(revAggs()...)
+		}},
+		{name: "group by two nullable keys/complete", mode: Complete, ops: []string{"g"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("n", "k").ID("g").Agg(revAggs()...)
+		}},
+		{name: "group by int key, union of two sources/update", mode: Update, ops: []string{"g"}, sources: 2, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("n").ID("g").Agg(revAggs()...)
+		}},
+		{name: "float sum among combinable aggregates/update", mode: Update, ops: []string{"g"}, noCombine: true, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k").ID("g").Agg(append(revAggs(), batch.Sum(batch.Col("f")).As("sum_f"))...)
+		}},
+		{name: "float avg alone/update", mode: Update, ops: []string{"g"}, noCombine: true, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k").ID("g").Agg(batch.Avg(batch.Col("f")).As("avg_f"))
+		}},
+		{name: "count distinct among combinable/update", mode: Update, ops: []string{"g"}, noCombine: true, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k").ID("g").Agg(batch.Sum(batch.Col("v")).As("sum_v"), batch.CountDistinct(batch.Col("s")).As("ds"))
+		}},
+		{name: "per-batch aggregate among combinable/update", mode: Update, ops: []string{"g"}, noCombine: true, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k").ID("g").Agg(batch.Sum(batch.Col("v")).As("sum_v"), batch.CountRows().PerBatch().As("batch_rows"))
+		}},
+		{name: "expressions in aggregates/update", mode: Update, ops: []string{"g"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k").ID("g").Agg(batch.Sum(batch.Mul(batch.Col("v"), batch.Lit(int64(3)))).As("triple"), batch.Max(batch.Col("u")).As("max_u"))
+		}},
+		{name: "watermark column among the keys/update", mode: Update, ops: []string{"g"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupBy("ts", "k").ID("g").Agg(revAggs()...)
+		}},
+		{name: "watermark column among the keys/append", mode: Append, ops: []string{"g"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupBy("k", "ts").ID("g").Agg(revAggs()...)
+		}},
+		{name: "tumbling window, nullable keys/append", mode: Append, ops: []string{"w"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupByWindow(TumblingWindow("ts", 10*time.Second), "k", "n").ID("w").Agg(revAggs()...)
+		}},
+		{name: "tumbling window, union/update", mode: Update, ops: []string{"w"}, sources: 2, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).GroupByWindow(TumblingWindow("ts", 5*time.Second), "k").ID("w").Agg(revAggs()...)
+		}},
+		{name: "dedup then group by/update", mode: Update, ops: []string{"d", "g"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).DropDuplicates("k", "s").ID("d").GroupBy("n").ID("g").Agg(revAggs()...)
+		}},
+		{name: "window then window (chain)/append", mode: Append, ops: []string{"w", "w2"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).
+				GroupByWindow(TumblingWindow("ts", 10*time.Second), "k", "n").ID("w").
+				Agg(batch.Sum(batch.Col("v")).As("sv"), batch.CountRows().As("c"), batch.Max(batch.Col("s")).As("ms"), batch.Last(batch.Col("b")).As("lb")).
+				Select(batch.As(batch.Col("window_start"), "slot"), batch.As(batch.Col("window_end"), "slot_end"), batch.As(batch.Col("n"), "n"), batch.As(batch.Col("k"), "k"),
+					batch.As(batch.Col("sv"), "sv"), batch.As(batch.Col("c"), "c"), batch.As(batch.Col("ms"), "ms"), batch.As(batch.Col("lb"), "lb")).
+				GroupByWindow(TumblingWindow("slot", 20*time.Second), "n").ID("w2").
+				Agg(batch.Sum(batch.Col("sv")).As("total"), batch.Sum(batch.Col("c")).As("rows"), batch.Min(batch.Col("ms")).As("lo"),
+					batch.Last(batch.Col("k")).As("lastk"), batch.First(batch.Col("lb")).As("firstb"), batch.Count(batch.Col("k")).As("keys"))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			revCompare(t, tc, 14)
+		})
+	}
+}

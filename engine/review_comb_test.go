@@ -479,6 +479,15 @@ func TestReviewCombAdversarialEquivalence(t *testing.T) {
 		{name: "dedup then group by/update", mode: Update, ops: []string{"d", "g"}, stream: func(s []Source) *Stream {
 			return ReadStream(s...).DropDuplicates("k", "s").ID("d").GroupBy("n").ID("g").Agg(revAggs()...)
 		}},
+		{name: "sliding window (a row per window)/update", mode: Update, ops: []string{"w"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupByWindow(SlidingWindow("ts", 15*time.Second, 5*time.Second), "k").ID("w").Agg(revAggs()...)
+		}},
+		{name: "sliding window (panes where they combine)/append", mode: Append, ops: []string{"w"}, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupByWindow(SlidingWindow("ts", 15*time.Second, 5*time.Second), "n").ID("w").Agg(revAggs()...)
+		}},
+		{name: "session window/append", mode: Append, ops: []string{"w"}, noCombine: true, stream: func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupByWindow(SessionWindow("ts", 4*time.Second), "k").ID("w").Agg(batch.Sum(batch.Col("v")).As("sv"), batch.CountRows().As("c"))
+		}},
 		{name: "window then window (chain)/append", mode: Append, ops: []string{"w", "w2"}, stream: func(s []Source) *Stream {
 			return ReadStream(s...).WithWatermark("ts", 5*time.Second).
 				GroupByWindow(TumblingWindow("ts", 10*time.Second), "k", "n").ID("w").

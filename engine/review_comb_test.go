@@ -505,3 +505,42 @@ func TestReviewCombAdversarialEquivalence(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewCombOverflowOutcomeIsAFunctionOfTheInput: a batch whose rows
+// take a group's sum past int64 and back (100, then MaxInt64-50, -100) fails row
+// by row and succeeds through the combiner (documented). With the adaptive
+// combiner, which of the two happens depends on the process's history, not
+// on the batch: after a give-up the batch runs row by row and fails; the
+// same batch, recovered from its write-ahead entry by a restarted process
+// (a fresh combiner, not skipping), succeeds. The outcome of a batch must
+// be a function of its input and its entry.
+func TestReviewCombOverflowOutcomeIsAFunctionOfTheInput(t *testing.T) {
+	var distinct []payRow
+	for i := range 8 {
+		distinct = append(distinct, payRow{id: fmt.Sprint("d", i), merchant: fmt.Sprint("u", i), sec: 1, amount: 1})
+	}
+	distinct = append(distinct, payRow{id: "m0", merchant: "m", sec: 1, amount: 100})
+	script := [][]payRow{
+		distinct, // the adaptive combiner gives up here and skips the next batches
+		{{id: "a", merchant: "m", sec: 2, amount: math.MaxInt64 - 50}, {id: "b", merchant: "m", sec: 2, amount: -100}},
+	}
+	stream := func(src Source) *Stream {
+		return ReadStream(src).GroupBy("merchant").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"))
+	}
+	knobs := combineKnobs{mode: combineAdaptive, probeRows: 4, skipBatches: 3}
+	cp := localStore(t)
+	sink := memsink.New("out")
+	var errs []error
+	for range 2 {
+		q, err := NewQuery(stream(&payScript{batches: script}), WithCheckpoint(cp), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.combine = knobs
+		errs = append(errs, q.Run(context.Background()))
+	}
+	t.Logf("first run: %v; after a restart: %v; output %v", errs[0], errs[1], sink.All())
+	if (errs[0] == nil) != (errs[1] == nil) {
+		t.Fatalf("batch 1 run twice from the same entry: first %v, after a restart %v (output %v)", errs[0], errs[1], sink.All())
+	}
+}

@@ -488,6 +488,11 @@ func TestReviewCombAdversarialEquivalence(t *testing.T) {
 		{name: "session window/append", mode: Append, ops: []string{"w"}, noCombine: true, stream: func(s []Source) *Stream {
 			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupByWindow(SessionWindow("ts", 4*time.Second), "k").ID("w").Agg(batch.Sum(batch.Col("v")).As("sv"), batch.CountRows().As("c"))
 		}},
+		{name: "join then group by/update", mode: Update, ops: []string{"g"}, sources: 2, stream: func(s []Source) *Stream {
+			right := ReadStream(s[1]).Select(batch.As(batch.Col("k"), "rk"), batch.As(batch.Col("s"), "rs"), batch.As(batch.Col("v"), "rv"))
+			return ReadStream(s[0]).Join(right, Inner, On("k", "rk")).ID("j").
+				GroupBy("n", "rs").ID("g").Agg(batch.Sum(batch.Col("rv")).As("srv"), batch.Count(batch.Col("v")).As("cv"), batch.Max(batch.Col("s")).As("ms"), batch.First(batch.Col("rk")).As("fk"))
+		}},
 		{name: "window then window (chain)/append", mode: Append, ops: []string{"w", "w2"}, stream: func(s []Source) *Stream {
 			return ReadStream(s...).WithWatermark("ts", 5*time.Second).
 				GroupByWindow(TumblingWindow("ts", 10*time.Second), "k", "n").ID("w").

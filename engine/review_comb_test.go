@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -547,5 +548,58 @@ func TestReviewCombOverflowOutcomeIsAFunctionOfTheInput(t *testing.T) {
 	t.Logf("first run: %v; after a restart: %v; output %v", errs[0], errs[1], sink.All())
 	if (errs[0] == nil) != (errs[1] == nil) {
 		t.Fatalf("batch 1 run twice from the same entry: first %v, after a restart %v (output %v)", errs[0], errs[1], sink.All())
+	}
+}
+
+// TestReviewCombNoLeak: every combiner mode (flushes, give-ups inside a
+// record, the overflow fallback, a batch that fails) releases every
+// buffer it takes from the query's allocator.
+func TestReviewCombNoLeak(t *testing.T) {
+	streams := map[string]func(Source) *Stream{
+		"group by": func(s Source) *Stream { return ReadStream(s).GroupBy("k", "n").ID("g").Agg(revAggs()...) },
+		"window": func(s Source) *Stream {
+			return ReadStream(s).WithWatermark("ts", 5*time.Second).GroupByWindow(TumblingWindow("ts", 10*time.Second), "k").ID("w").Agg(revAggs()...)
+		},
+	}
+	script := revGen(77, 10)
+	for name, stream := range streams {
+		for _, v := range revVariants {
+			t.Run(name+"/"+v.name, func(t *testing.T) {
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				q, err := NewQuery(stream(&revScript{batches: script}), WithCheckpoint(localStore(t)), WithSink(memsink.New("out")),
+					WithTrigger(AvailableNow()), WithOutputMode(Update), WithStatePartitions(3), WithAllocator(mem))
+				if err != nil {
+					t.Fatal(err)
+				}
+				q.cfg.combine = v.knobs
+				if err := q.Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				mem.AssertSize(t, 0)
+			})
+		}
+	}
+	// The overflow fallback, then a batch that fails (its sum overflows
+	// both ways), with rows held and partial states pending.
+	overflow := [][]payRow{
+		{{id: "a", merchant: "m", sec: 1, amount: -9e18}, {id: "a2", merchant: "n", sec: 1, amount: 1}},
+		{{id: "b", merchant: "m", sec: 2, amount: 5e18}, {id: "c", merchant: "m", sec: 3, amount: 5e18}, {id: "d", merchant: "n", sec: 3, amount: 1}},
+		{{id: "e", merchant: "n", sec: 4, amount: 3}, {id: "f", merchant: "m", sec: 4, amount: math.MaxInt64 - 5e17}, {id: "g", merchant: "o", sec: 4, amount: 3}},
+	}
+	for _, v := range revVariants {
+		t.Run("overflow/"+v.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			src := &splitScript{payScript: &payScript{batches: overflow}, parts: 3}
+			q, err := NewQuery(ReadStream(src).GroupBy("merchant").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.Max(batch.Col("id")).As("id")),
+				WithCheckpoint(localStore(t)), WithSink(memsink.New("out")), WithTrigger(AvailableNow()), WithStatePartitions(2), WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.cfg.combine = v.knobs
+			if err := q.Run(context.Background()); !errors.Is(err, batch.ErrSumOverflow) {
+				t.Fatalf("want the last batch's overflow, got %v", err)
+			}
+			mem.AssertSize(t, 0)
+		})
 	}
 }

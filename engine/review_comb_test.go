@@ -601,3 +601,60 @@ func TestReviewCombNoLeak(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewCombAdaptiveDefaults: with the default knobs, a batch of 70000
+// distinct keys in one record gives up inside the record after 65536 rows
+// (those reach the partitions as partial states, the rest as rows), the
+// next 7 batches run row by row, the 8th probes again and combines; the
+// output and progress are those of the combiner off.
+func TestReviewCombAdaptiveDefaults(t *testing.T) {
+	var script [][]payRow
+	var big []payRow
+	for i := range 70000 {
+		big = append(big, payRow{id: fmt.Sprint("b", i), merchant: fmt.Sprint("u", i), sec: 1, amount: int64(i % 100)})
+	}
+	script = append(script, big)
+	for b := 1; b <= 10; b++ {
+		var rows []payRow
+		for i := range 20 {
+			rows = append(rows, payRow{id: fmt.Sprint("s", b, "-", i), merchant: fmt.Sprint("m", (i*7+b)%3), sec: int64(b), amount: int64(i - 10)})
+		}
+		script = append(script, rows)
+	}
+	stream := func(src Source) *Stream {
+		return ReadStream(src).GroupBy("merchant").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"), batch.CountRows().As("n"), batch.Max(batch.Col("id")).As("id"))
+	}
+	run := func(knobs combineKnobs) (out []string, progress []string, combined []int64) {
+		sink := memsink.New("out")
+		q, err := NewQuery(stream(&payScript{batches: script}), WithCheckpoint(localStore(t)), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(3),
+			WithProgressListener(func(p Progress) {
+				for _, op := range p.StateOperators {
+					progress = append(progress, fmt.Sprint(p.BatchID, p.NumInputRows, op.NumRowsTotal, op.NumRowsUpdated))
+					combined = append(combined, op.CustomMetrics["numRowsCombined"])
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.combine = knobs
+		if err := q.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range sink.BatchIDs() {
+			out = append(out, fmt.Sprint(id, sink.Batch(id)))
+		}
+		return out, progress, combined
+	}
+	wantOut, wantProg, _ := run(combineKnobs{mode: combineOff})
+	gotOut, gotProg, combined := run(combineKnobs{})
+	if strings.Join(gotOut, "\n") != strings.Join(wantOut, "\n") {
+		t.Errorf("output differs from the combiner off:\n%s", firstDiff(gotOut, wantOut))
+	}
+	if strings.Join(gotProg, "\n") != strings.Join(wantProg, "\n") {
+		t.Errorf("progress differs from the combiner off:\n%s", firstDiff(gotProg, wantProg))
+	}
+	want := []int64{65536, 0, 0, 0, 0, 0, 0, 0, 20, 20, 20}
+	if fmt.Sprint(combined) != fmt.Sprint(want) {
+		t.Errorf("rows combined per batch %v, want %v (give up inside batch 0's record, off for 7 batches, probe again)", combined, want)
+	}
+}

@@ -222,7 +222,7 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 	// CommitFull). Writing the rest costs at most as much again as the
 	// changes; a snapshot pass would read the older snapshot and every
 	// delta since, and write the whole state.
-	if n := int64(p.gb.Len()); !p.partial && n > 0 && 2*changed >= n && f.removed == 0 {
+	if p.commitsWhole() && f.removed == 0 {
 		f.changes = map[string]stateChange{"": {upserts: p.gb.State(), removals: removed, full: true}}
 		return f, nil
 	}
@@ -231,6 +231,14 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 	changes := p.gb.Changes()
 	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed}}
 	return f, nil
+}
+
+// commitsWhole reports whether the batch's changes are committed as the
+// whole state (a full delta), removals aside: at least half the groups
+// changed, and the partition holds them all.
+func (p *aggPart) commitsWhole() bool {
+	n := p.gb.Len()
+	return !p.partial && n > 0 && 2*p.gb.Changed() >= n
 }
 
 // filterExpired keeps the rows of rec whose column col holds an event time
@@ -271,6 +279,13 @@ func (p *aggPart) finishAgg(ctx context.Context, fc *finishCtx, rule *evictRule,
 	default:
 		// Update: groups in order of first touch in this batch, a
 		// function of the batch's input alone.
+		if rule == nil && p.commitsWhole() {
+			// Nothing is evicted and the whole state is committed:
+			// the output's columns are built with the state's, once.
+			state, out := p.gb.StateOutput()
+			changed := int64(p.gb.Changed())
+			return finished{out: out, updated: changed, changes: map[string]stateChange{"": {upserts: state, full: true}}}, nil
+		}
 		out = p.gb.Output(true)
 	}
 	if err != nil {

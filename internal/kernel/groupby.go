@@ -63,6 +63,8 @@ type GroupBy struct {
 
 	m       aggMergeCtx
 	keyCols []arrow.Array
+	// stateIdx is StateOutput's row order, kept between batches.
+	stateIdx []uint32
 }
 
 // NewGroupBy builds the empty state of an aggregation of records of schema
@@ -424,7 +426,8 @@ func (g *GroupBy) MemoryBytes() int64 {
 		return 0
 	}
 	n := g.keys.memoryBytes() + aggSize(g.touchBits) + aggSize(g.touched) +
-		aggSize(g.m.gids) + aggSize(g.m.groups) + aggSize(g.m.cand) + aggSize(g.m.bools)
+		aggSize(g.m.gids) + aggSize(g.m.groups) + aggSize(g.m.cand) + aggSize(g.m.bools) +
+		aggSize(g.stateIdx)
 	for _, acc := range g.accs {
 		n += acc.memoryBytes()
 	}
@@ -435,7 +438,7 @@ func (g *GroupBy) MemoryBytes() int64 {
 func (g *GroupBy) Release() {
 	g.keys = nil
 	g.accs = nil
-	g.touchBits, g.touched = nil, nil
+	g.touchBits, g.touched, g.stateIdx = nil, nil, nil
 	g.m = aggMergeCtx{}
 	g.keyCols = nil
 }

@@ -1,6 +1,7 @@
 package kernel_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -65,5 +66,112 @@ func TestStateIsEveryGroupsChanges(t *testing.T) {
 	}
 	if v := st2.Column(1).(*array.Int64).Value(1); v != 15 {
 		t.Fatalf("bolt's total %d, want 15", v)
+	}
+}
+
+// recordRows renders each row of rec as one string, for comparisons of
+// rows whatever their array layout (slices or not).
+func recordRows(rec arrow.RecordBatch) []string {
+	rows := make([]string, rec.NumRows())
+	for i := range rows {
+		for _, c := range rec.Columns() {
+			rows[i] += c.ValueStr(i) + "|"
+		}
+	}
+	return rows
+}
+
+// TestStateOutputIsStateAndOutput pins StateOutput: out is Output(true)
+// row for row, state holds State's rows with the touched groups first in
+// order of first touch (Changes), and neither changes when the GroupBy
+// merges the next batch (the arrays it shares between them are its own,
+// not the accumulators' memory).
+func TestStateOutputIsStateAndOutput(t *testing.T) {
+	for _, keyType := range []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64} {
+		t.Run(keyType.String(), func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			schema := arrow.NewSchema([]arrow.Field{
+				{Name: "merchant", Type: keyType},
+				{Name: "amount", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+			}, nil)
+			g, err := kernel.NewGroupBy(mem, schema, []string{"merchant"}, []kernel.Agg{
+				{Func: batch.AggSum, Column: "amount", Name: "total"},
+				{Func: batch.AggAvg, Column: "amount", Name: "mean"},
+				{Func: batch.AggCount, Name: "payments"},
+				{Func: batch.AggMax, Column: "amount", Name: "largest"},
+				{Func: batch.AggCountDistinct, Column: "amount", Name: "amounts"},
+				{Func: batch.AggCount, Name: "batch_payments", PerBatch: true},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Release()
+			merge := func(keys []int, amount int64) {
+				b := array.NewRecordBuilder(mem, schema)
+				defer b.Release()
+				for i, k := range keys {
+					if sb, ok := b.Field(0).(*array.StringBuilder); ok {
+						sb.Append(string(rune('a' + k)))
+					} else {
+						b.Field(0).(*array.Int64Builder).Append(int64(k))
+					}
+					if i%3 == 2 {
+						b.Field(1).AppendNull()
+					} else {
+						b.Field(1).(*array.Int64Builder).Append(amount + int64(i))
+					}
+				}
+				rec := b.NewRecordBatch()
+				defer rec.Release()
+				if err := g.Merge(rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			merge([]int{0, 1, 2, 3, 4, 5}, 10)
+			g.ClearChanges()
+			merge([]int{4, 2, 6, 2, 0, 5}, 100) // 1 and 3 untouched, 6 new
+			want := g.Output(true)
+			defer want.Release()
+			changes := g.Changes()
+			defer changes.Release()
+			whole := g.State()
+			defer whole.Release()
+			state, out := g.StateOutput()
+			defer state.Release()
+			defer out.Release()
+			if !array.RecordEqual(out, want) {
+				t.Fatalf("StateOutput's out differs from Output(true):\n%v\n%v", out, want)
+			}
+			stRows, chRows := recordRows(state), recordRows(changes)
+			if len(stRows) != int(whole.NumRows()) || len(chRows) != g.Changed() {
+				t.Fatalf("state %d rows, State %d; changes %d, Changed %d", len(stRows), whole.NumRows(), len(chRows), g.Changed())
+			}
+			if !slices.Equal(stRows[:len(chRows)], chRows) {
+				t.Fatalf("state does not start with the changes in touch order:\n%q\n%q", stRows, chRows)
+			}
+			wholeRows := recordRows(whole)
+			if !slices.Equal(slices.Sorted(slices.Values(stRows)), slices.Sorted(slices.Values(wholeRows))) {
+				t.Fatalf("state's rows are not State's:\n%q\n%q", stRows, wholeRows)
+			}
+			outRows := recordRows(out)
+			g.ClearChanges()
+			merge([]int{0, 1, 2, 3, 4, 5, 6, 7}, 1000)
+			if got := recordRows(state); !slices.Equal(got, stRows) {
+				t.Fatalf("state changed under the next merge:\n%q\n%q", got, stRows)
+			}
+			if got := recordRows(out); !slices.Equal(got, outRows) {
+				t.Fatalf("out changed under the next merge:\n%q\n%q", got, outRows)
+			}
+			// Every group touched: state is Changes exactly.
+			state2, out2 := g.StateOutput()
+			defer state2.Release()
+			defer out2.Release()
+			changes2 := g.Changes()
+			defer changes2.Release()
+			if !array.RecordEqual(state2, changes2) {
+				t.Fatalf("state of a batch that touched every group differs from Changes:\n%v\n%v", state2, changes2)
+			}
+		})
 	}
 }

@@ -279,12 +279,11 @@ func (p *aggPart) finishAgg(ctx context.Context, fc *finishCtx, rule *evictRule,
 	default:
 		// Update: groups in order of first touch in this batch, a
 		// function of the batch's input alone.
-		if rule == nil && p.commitsWhole() {
-			// Nothing is evicted and the whole state is committed:
-			// the output's columns are built with the state's, once.
-			state, out := p.gb.StateOutput()
-			changed := int64(p.gb.Changed())
-			return finished{out: out, updated: changed, changes: map[string]stateChange{"": {upserts: state, full: true}}}, nil
+		if rule == nil {
+			// Nothing is evicted: the output's columns are built with
+			// the state's (the changes, or the whole state when it is
+			// committed whole), once.
+			return p.finishUpdate(), nil
 		}
 		out = p.gb.Output(true)
 	}
@@ -305,6 +304,24 @@ func (p *aggPart) finishAgg(ctx context.Context, fc *finishCtx, rule *evictRule,
 	}
 	f.out = out
 	return f, nil
+}
+
+// finishUpdate is finishAgg in update mode when nothing is evicted: the
+// changed groups in order of first touch, and the state committed as
+// commitChanges would (without removals), built together so the columns
+// they share (keys, and aggregates whose state is their result) are built
+// once.
+func (p *aggPart) finishUpdate() finished {
+	f := finished{updated: int64(p.gb.Changed())}
+	var state arrow.RecordBatch
+	full := p.commitsWhole()
+	if full {
+		state, f.out = p.gb.StateOutput()
+	} else {
+		state, f.out = p.gb.ChangesOutput()
+	}
+	f.changes = map[string]stateChange{"": {upserts: state, full: full}}
+	return f
 }
 
 // groupByOp is GroupBy(keys).Agg(...): one row per distinct key. With the

@@ -48,9 +48,8 @@ func (a *pickStrAcc) stateIsResult() bool { return true }
 // they stay valid after later Merges. The caller releases both.
 func (g *GroupBy) StateOutput() (state, out arrow.RecordBatch) {
 	n := g.keys.len()
-	k := len(g.touched)
 	idx := append(g.stateIdx[:0], g.touched...)
-	if k < n {
+	if len(idx) < n {
 		bits := g.touchBits
 		for gid := range uint32(n) {
 			if bits[gid>>6]&(1<<(gid&63)) == 0 {
@@ -59,25 +58,41 @@ func (g *GroupBy) StateOutput() (state, out arrow.RecordBatch) {
 		}
 	}
 	g.stateIdx = idx
+	return g.withOutput(idx)
+}
+
+// ChangesOutput returns Changes and Output(true) built together, sharing
+// the arrays they have in common as StateOutput does (both list the
+// touched groups in order of first touch). The caller releases both.
+func (g *GroupBy) ChangesOutput() (changes, out arrow.RecordBatch) {
+	return g.withOutput(aggNonNil(g.touched))
+}
+
+// withOutput builds the keys and state columns of groups idx, whose first
+// len(g.touched) are g.touched, and the output of those first ones: its
+// key and state-equal result columns are slices of the state's.
+func (g *GroupBy) withOutput(idx []uint32) (state, out arrow.RecordBatch) {
+	k := int64(len(g.touched))
+	touched := idx[:k]
 	cols := g.keys.arrays(g.mem, idx)
 	outCols := make([]arrow.Array, 0, g.outSch.NumFields())
 	for _, c := range cols {
-		outCols = append(outCols, array.NewSlice(c, 0, int64(k)))
+		outCols = append(outCols, array.NewSlice(c, 0, k))
 	}
 	for i, acc := range g.accs {
 		if g.aggs[i].PerBatch {
-			outCols = append(outCols, acc.result(g.mem, aggNonNil(g.touched)))
+			outCols = append(outCols, acc.result(g.mem, touched))
 			continue
 		}
 		st := acc.state(g.mem, idx)
 		cols = append(cols, st...)
 		if sr, ok := acc.(stateResult); ok && sr.stateIsResult() {
-			outCols = append(outCols, array.NewSlice(st[0], 0, int64(k)))
+			outCols = append(outCols, array.NewSlice(st[0], 0, k))
 		} else {
-			outCols = append(outCols, acc.result(g.mem, aggNonNil(g.touched)))
+			outCols = append(outCols, acc.result(g.mem, touched))
 		}
 	}
-	state = g.record(arrow.NewSchema(append(g.keySch.Fields(), g.stateSch.Fields()...), nil), cols, n)
-	out = g.record(g.outSch, outCols, k)
+	state = g.record(arrow.NewSchema(append(g.keySch.Fields(), g.stateSch.Fields()...), nil), cols, len(idx))
+	out = g.record(g.outSch, outCols, int(k))
 	return state, out
 }

@@ -175,3 +175,59 @@ func TestStateOutputIsStateAndOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestChangesOutputIsChangesAndOutput pins ChangesOutput: Changes and
+// Output(true) exactly, and unchanged by the next batch's merge.
+func TestChangesOutputIsChangesAndOutput(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "merchant", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	}, nil)
+	g, err := kernel.NewGroupBy(mem, schema, []string{"merchant"}, []kernel.Agg{
+		{Func: batch.AggCount, Name: "payments"},
+		{Func: batch.AggSum, Column: "amount", Name: "total"},
+		{Func: batch.AggAvg, Column: "amount", Name: "mean"},
+		{Func: batch.AggFirst, Column: "amount", Name: "first"},
+		{Func: batch.AggSum, Column: "amount", Name: "batch_total", PerBatch: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	merge := func(keys []int32, amount float64) {
+		b := array.NewRecordBuilder(mem, schema)
+		defer b.Release()
+		for i, k := range keys {
+			b.Field(0).(*array.Int32Builder).Append(k)
+			if i == 1 {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.Float64Builder).Append(amount + float64(i))
+			}
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		if err := g.Merge(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, batchKeys := range [][]int32{nil, {7, 3, 7, 9, 1}, {9, 2}, {1, 2, 3, 7, 9, 4}} {
+		g.ClearChanges()
+		merge(batchKeys, 1.5)
+		wantCh, wantOut := g.Changes(), g.Output(true)
+		ch, out := g.ChangesOutput()
+		if !array.RecordEqual(ch, wantCh) || !array.RecordEqual(out, wantOut) {
+			t.Fatalf("keys %v: ChangesOutput\n%v\n%v\nwant\n%v\n%v", batchKeys, ch, out, wantCh, wantOut)
+		}
+		chRows, outRows := recordRows(ch), recordRows(out)
+		merge([]int32{1, 2, 3, 4, 7, 9}, 100)
+		if !slices.Equal(recordRows(ch), chRows) || !slices.Equal(recordRows(out), outRows) {
+			t.Fatalf("keys %v: ChangesOutput's records changed under the next merge", batchKeys)
+		}
+		for _, r := range []arrow.RecordBatch{wantCh, wantOut, ch, out} {
+			r.Release()
+		}
+	}
+}

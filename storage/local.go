@@ -56,9 +56,6 @@ func OpenLocal(dir string, o LocalOptions) (*Local, error) {
 	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create %s: %w", dir, err)
 	}
-	if _, ok := o.FS.(OSFS); ok {
-		markTopDir(dir)
-	}
 	l := &Local{root: dir, fs: o.FS, sync: !o.NoSync}
 	// The root may have just been created: make its entry durable.
 	if err := l.syncDir(dir); err != nil {

@@ -16,7 +16,9 @@ import (
 // aggregate held in typed Go slices indexed by group id.
 //
 // Lifecycle per batch: Merge (once or more), then Changes (the state delta
-// to persist) and Output, then ClearChanges. After a restart, Load the state
+// to persist) and Output, or the two built together when they list the
+// same groups (ChangesOutput, or StateOutput for a batch that commits the
+// whole state), then ClearChanges. After a restart, Load the state
 // rows back. Remove evicts groups.
 //
 // A GroupBy is not safe for concurrent use; run one per partition. After a

@@ -222,7 +222,7 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 	// CommitFull). Writing the rest costs at most as much again as the
 	// changes; a snapshot pass would read the older snapshot and every
 	// delta since, and write the whole state.
-	if n := int64(p.gb.Len()); !p.partial && n > 0 && 2*changed >= n && f.removed == 0 {
+	if p.commitsWhole() && f.removed == 0 {
 		f.changes = map[string]stateChange{"": {upserts: p.gb.State(), removals: removed, full: true}}
 		return f, nil
 	}
@@ -231,6 +231,14 @@ func (p *aggPart) commitChanges(ctx context.Context, removed arrow.RecordBatch) 
 	changes := p.gb.Changes()
 	f.changes = map[string]stateChange{"": {upserts: changes, removals: removed}}
 	return f, nil
+}
+
+// commitsWhole reports whether the batch's changes are committed as the
+// whole state (a full delta), removals aside: at least half the groups
+// changed, and the partition holds them all.
+func (p *aggPart) commitsWhole() bool {
+	n := p.gb.Len()
+	return !p.partial && n > 0 && 2*p.gb.Changed() >= n
 }
 
 // filterExpired keeps the rows of rec whose column col holds an event time
@@ -271,6 +279,12 @@ func (p *aggPart) finishAgg(ctx context.Context, fc *finishCtx, rule *evictRule,
 	default:
 		// Update: groups in order of first touch in this batch, a
 		// function of the batch's input alone.
+		if rule == nil {
+			// Nothing is evicted: the output's columns are built with
+			// the state's (the changes, or the whole state when it is
+			// committed whole), once.
+			return p.finishUpdate(), nil
+		}
 		out = p.gb.Output(true)
 	}
 	if err != nil {
@@ -290,6 +304,24 @@ func (p *aggPart) finishAgg(ctx context.Context, fc *finishCtx, rule *evictRule,
 	}
 	f.out = out
 	return f, nil
+}
+
+// finishUpdate is finishAgg in update mode when nothing is evicted: the
+// changed groups in order of first touch, and the state committed as
+// commitChanges would (without removals), built together so the columns
+// they share (keys, and aggregates whose state is their result) are built
+// once.
+func (p *aggPart) finishUpdate() finished {
+	f := finished{updated: int64(p.gb.Changed())}
+	var state arrow.RecordBatch
+	full := p.commitsWhole()
+	if full {
+		state, f.out = p.gb.StateOutput()
+	} else {
+		state, f.out = p.gb.ChangesOutput()
+	}
+	f.changes = map[string]stateChange{"": {upserts: state, full: full}}
+	return f
 }
 
 // groupByOp is GroupBy(keys).Agg(...): one row per distinct key. With the

@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -196,15 +197,38 @@ func (a *sumBase[S]) split(idx []uint32) ([]S, []int64, []bool) {
 	return sums, counts, has
 }
 
-func (a *sumBase[S]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
-	sums, counts, has := a.split(idx)
-	if a.avg {
-		return []arrow.Array{
-			aggFixedArray(mem, a.sumType(), sums, nil, nil),
-			aggFixedArray(mem, arrow.PrimitiveTypes.Int64, counts, nil, nil),
+// sums builds the sum column of groups idx (nil: all) straight into its
+// Arrow buffers: one pass, no Go slices in between.
+func (a *sumBase[S]) sums(mem memory.Allocator, idx []uint32) arrow.Array {
+	n := aggRows(idx, a.sc.len())
+	vb := memory.NewResizableBuffer(mem)
+	var zero S
+	vb.Resize(n * int(unsafe.Sizeof(zero)))
+	out := unsafe.Slice((*S)(unsafe.Pointer(unsafe.SliceData(vb.Bytes()))), n)
+	nulls := 0
+	for j := range out {
+		v := a.sc.at(uint32(aggRow(idx, j)))
+		out[j] = v.sum
+		if v.n == 0 {
+			nulls++
 		}
 	}
-	return []arrow.Array{aggFixedArray(mem, a.sumType(), sums, has, nil)}
+	var nb *memory.Buffer
+	if nulls > 0 {
+		nb, _ = aggValidity(mem, n, func(j int) bool { return a.sc.at(uint32(aggRow(idx, j))).n > 0 })
+	}
+	return aggFinish(a.sumType(), n, []*memory.Buffer{nb, vb}, nulls)
+}
+
+func (a *sumBase[S]) state(mem memory.Allocator, idx []uint32) []arrow.Array {
+	if !a.avg {
+		return []arrow.Array{a.sums(mem, idx)}
+	}
+	sums, counts, _ := a.split(idx)
+	return []arrow.Array{
+		aggFixedArray(mem, a.sumType(), sums, nil, nil),
+		aggFixedArray(mem, arrow.PrimitiveTypes.Int64, counts, nil, nil),
+	}
 }
 
 func (a *sumBase[S]) load(cols []arrow.Array, gids []uint32) {
@@ -231,10 +255,10 @@ func (a *sumBase[S]) resultType() arrow.DataType {
 }
 
 func (a *sumBase[S]) result(mem memory.Allocator, idx []uint32) arrow.Array {
-	sums, counts, has := a.split(idx)
 	if !a.avg {
-		return aggFixedArray(mem, a.sumType(), sums, has, nil)
+		return a.sums(mem, idx)
 	}
+	sums, counts, has := a.split(idx)
 	avg := make([]float64, len(has))
 	for j := range avg {
 		if has[j] {

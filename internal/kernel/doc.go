@@ -30,7 +30,11 @@
 // updates every aggregate of a record in tight loops; Changes returns the
 // touched groups' keys and accumulator state for the state store's delta;
 // Output returns results (touched groups in first-touch order, or all
-// groups); Load restores from state rows; Remove evicts. Integer sums that
+// groups); ChangesOutput and StateOutput build the changes (or the whole
+// state) and the touched groups' output together, the output's key
+// columns and the results that equal a state column (count, sum, min,
+// max, first, last) being slices of the state's arrays, never the
+// accumulators' own memory; Load restores from state rows; Remove evicts. Integer sums that
 // overflow fail the merge naming the column and group. MergeState folds
 // another GroupBy's state rows (a partial aggregation of some rows) into
 // the groups as if the rows were merged, where Combinable says it is

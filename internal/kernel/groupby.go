@@ -16,7 +16,9 @@ import (
 // aggregate held in typed Go slices indexed by group id.
 //
 // Lifecycle per batch: Merge (once or more), then Changes (the state delta
-// to persist) and Output, then ClearChanges. After a restart, Load the state
+// to persist) and Output, or the two built together when they list the
+// same groups (ChangesOutput, or StateOutput for a batch that commits the
+// whole state), then ClearChanges. After a restart, Load the state
 // rows back. Remove evicts groups.
 //
 // A GroupBy is not safe for concurrent use; run one per partition. After a
@@ -65,6 +67,8 @@ type GroupBy struct {
 	keyCols []arrow.Array
 	// resetKeep is Reset's all-false keep mask, kept between calls.
 	resetKeep []bool
+	// stateIdx is StateOutput's row order, kept between batches.
+	stateIdx []uint32
 }
 
 // NewGroupBy builds the empty state of an aggregation of records of schema
@@ -426,7 +430,8 @@ func (g *GroupBy) MemoryBytes() int64 {
 		return 0
 	}
 	n := g.keys.memoryBytes() + aggSize(g.touchBits) + aggSize(g.touched) +
-		aggSize(g.m.gids) + aggSize(g.m.groups) + aggSize(g.m.cand) + aggSize(g.m.bools)
+		aggSize(g.m.gids) + aggSize(g.m.groups) + aggSize(g.m.cand) + aggSize(g.m.bools) +
+		aggSize(g.stateIdx)
 	for _, acc := range g.accs {
 		n += acc.memoryBytes()
 	}
@@ -437,7 +442,7 @@ func (g *GroupBy) MemoryBytes() int64 {
 func (g *GroupBy) Release() {
 	g.keys = nil
 	g.accs = nil
-	g.touchBits, g.touched = nil, nil
+	g.touchBits, g.touched, g.stateIdx = nil, nil, nil
 	g.m = aggMergeCtx{}
 	g.keyCols = nil
 }

@@ -658,3 +658,35 @@ func TestReviewCombAdaptiveDefaults(t *testing.T) {
 		t.Errorf("rows combined per batch %v, want %v (give up inside batch 0's record, off for 7 batches, probe again)", combined, want)
 	}
 }
+
+// TestReviewCombOverflowFallbackEveryMode: batches whose rows of one group
+// sum past int64 inside the combiner (but not from the group's running
+// sum, row by row), read as several records, in every combiner mode
+// (flushes between records, give-ups inside a record): the output, the
+// progress and the state are the row-by-row path's.
+func TestReviewCombOverflowFallbackEveryMode(t *testing.T) {
+	script := [][]payRow{
+		{{id: "a", merchant: "m", sec: 1, amount: -9e18}, {id: "a2", merchant: "n", sec: 1, amount: 9e18}},
+		{{id: "b", merchant: "m", sec: 2, amount: 5e18}, {id: "x", merchant: "o", sec: 2, amount: 1}, {id: "c", merchant: "m", sec: 3, amount: 5e18},
+			{id: "d", merchant: "n", sec: 3, amount: -5e18}, {id: "y", merchant: "p", sec: 2, amount: 1}, {id: "e", merchant: "n", sec: 3, amount: -5e18}},
+		{{id: "f", merchant: "m", sec: 4, amount: 3}, {id: "g", merchant: "n", sec: 4, amount: -3}, {id: "h", merchant: "m", sec: 4, amount: 3}},
+		{{id: "i", merchant: "m", sec: 5, amount: 4e18}, {id: "j", merchant: "m", sec: 5, amount: 4e18}, {id: "k", merchant: "m", sec: 5, amount: -8e18}, {id: "l", merchant: "q", sec: 5, amount: 1}},
+	}
+	stream := func(src Source) *Stream {
+		return ReadStream(src).GroupBy("merchant").ID("totals").
+			Agg(batch.Sum(batch.Col("amount")).As("total"), batch.Avg(batch.Col("amount")).As("avg"), batch.CountRows().As("n"), batch.Last(batch.Col("id")).As("last"))
+	}
+	want := runCombine(t, stream, script, Update, combineKnobs{mode: combineOff}, []string{"totals"})
+	for _, v := range revVariants {
+		got := runCombine(t, stream, script, Update, v.knobs, []string{"totals"})
+		for _, cmp := range []struct {
+			what     string
+			got, exp []string
+		}{{"output", got.out, want.out}, {"progress", got.progress, want.progress}, {"state", got.state, want.state}} {
+			if a, b := strings.Join(cmp.got, "\n"), strings.Join(cmp.exp, "\n"); a != b {
+				t.Errorf("%s: %s differs from the row-by-row path:\n%s", v.name, cmp.what, firstDiff(cmp.got, cmp.exp))
+				break
+			}
+		}
+	}
+}

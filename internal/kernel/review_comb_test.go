@@ -13,7 +13,7 @@ import (
 // across the size where its arrays turn into chunks (more than 65536
 // groups), then small, then large again, with int and string keys: the
 // partition that folds its partial states ends as the one that folds the
-// rows, output, state and changes alike.
+// rows, output and changes batch by batch, the whole state at the end.
 func TestReviewCombResetChunked(t *testing.T) {
 	for _, kt := range []arrow.DataType{arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.String} {
 		t.Run(kt.String(), func(t *testing.T) {
@@ -28,7 +28,9 @@ func TestReviewCombResetChunked(t *testing.T) {
 				{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 			}, nil)
 			newGB := func() *GroupBy {
-				g, err := NewGroupBy(mem, sch, []string{"k0"}, combineAggs())
+				g, err := NewGroupBy(mem, sch, []string{"k0"}, []Agg{
+					countOf("*"), sumOf("v"), avgOf("w"), minOf("s"), lastOf("s"), firstOf("v"), maxOf("b"), minOf("f"),
+				})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -39,7 +41,7 @@ func TestReviewCombResetChunked(t *testing.T) {
 			defer merged.Release()
 			defer comb.Release()
 			// batch: first key, number of keys, rows a key
-			batches := [][3]int{{0, 70000, 1}, {5, 10, 3}, {100, 140000, 1}, {7, 3, 2}, {0, 66000, 2}, {1, 1, 1}}
+			batches := [][3]int{{0, 70000, 1}, {5, 10, 3}, {100, 70000, 1}, {7, 3, 2}}
 			for bi, bt := range batches {
 				rec := reviewRecord(mem, sch, bt[0], bt[1], bt[2], bi)
 				if err := raw.Merge(rec); err != nil {
@@ -58,11 +60,14 @@ func TestReviewCombResetChunked(t *testing.T) {
 				if comb.Len() != 0 || comb.Changed() != 0 {
 					t.Fatalf("batch %d: after Reset %d groups, %d changed", bi, comb.Len(), comb.Changed())
 				}
-				for _, f := range []func(*GroupBy) arrow.RecordBatch{
+				fs := []func(*GroupBy) arrow.RecordBatch{
 					func(g *GroupBy) arrow.RecordBatch { return g.Output(true) },
 					(*GroupBy).Changes,
-					(*GroupBy).State,
-				} {
+				}
+				if bi == len(batches)-1 {
+					fs = append(fs, (*GroupBy).State)
+				}
+				for _, f := range fs {
 					a, b := f(raw), f(merged)
 					as, bs := recString(a), recString(b)
 					a.Release()

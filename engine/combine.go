@@ -28,8 +28,13 @@ import (
 // (more than half as many groups as rows after combineProbeRows rows):
 // what it holds goes to the partitions and the rows after it are
 // partitioned as they are, partial states first, so first-touch order
-// holds. It flushes to the partitions whenever it holds more than
-// combineMaxBytes. An integer sum that overflows inside the combiner (a
+// holds. It flushes to the partitions whenever it holds combineMaxGroups
+// groups. Every choice it makes (whether it gives up, where it flushes)
+// is a function of the batch's rows alone, never of what the process saw
+// in earlier batches, so a batch replayed after a restart takes the path
+// it took before: the paths differ in one case (below), and a replay must
+// not turn a failed batch into an emitted one or the other way round.
+// An integer sum that overflows inside the combiner (a
 // batch's rows of one group past int64) would fail where row-by-row adding
 // from the group's running sum might not: the combiner then drops what it
 // folded since its last flush and partitions those rows themselves, so the
@@ -45,13 +50,11 @@ import (
 type combineMode int
 
 // combineKnobs are the combiner's test knobs (config.combine): the mode,
-// and in place of combineProbeRows, combineMaxBytes and
-// combineSkipBatches when not 0 (skipBatches < 0: none).
+// and in place of combineProbeRows and combineMaxGroups when not 0.
 type combineKnobs struct {
-	mode        combineMode
-	probeRows   int64
-	maxBytes    int64
-	skipBatches int
+	mode      combineMode
+	probeRows int64
+	maxGroups int
 }
 
 const (
@@ -64,12 +67,12 @@ const (
 	// combineProbeRows is how many rows of a batch the combiner folds
 	// before it decides whether it reduces.
 	combineProbeRows = 64 << 10
-	// combineMaxBytes bounds the combiner's memory: past it, it flushes.
-	combineMaxBytes = 64 << 20
-	// combineSkipBatches is how many batches after one where it gave up
-	// the combiner stays off before it probes again: the probe's rows cost
-	// a combiner merge and a flush on top of the row-by-row path.
-	combineSkipBatches = 7
+	// combineMaxGroups bounds the combiner's memory: holding this many
+	// groups, it flushes (about 64 MiB at 64 bytes a group). A group
+	// count, not the table's bytes: the table keeps its size between
+	// batches, so bytes would make the flush points depend on earlier
+	// batches.
+	combineMaxGroups = 1 << 20
 )
 
 // combinerOp is an operator whose partitions can take partial states.
@@ -108,13 +111,7 @@ type combiner struct {
 	gb      *kernel.GroupBy
 	keyCols []int // of the state records: the keys come first
 	knobs   combineKnobs
-	// maxGroups is the group count at which the combiner flushes: the
-	// count it held when its memory first passed combineMaxBytes (its
-	// table keeps its size after a flush, so bytes no longer tell).
-	maxGroups int
-
 	// per batch
-	skip    int   // batches left to run row by row after a give-up
 	raw     bool  // the rest of the batch is partitioned row by row
 	decided bool  // the adaptive check ran
 	rows    int64 // rows folded this batch
@@ -146,11 +143,8 @@ func (ex *executor) combinerOf(c *chainOp) (*combiner, error) {
 	if cb.knobs.probeRows == 0 {
 		cb.knobs.probeRows = combineProbeRows
 	}
-	if cb.knobs.maxBytes == 0 {
-		cb.knobs.maxBytes = combineMaxBytes
-	}
-	if cb.knobs.skipBatches == 0 {
-		cb.knobs.skipBatches = combineSkipBatches
+	if cb.knobs.maxGroups == 0 {
+		cb.knobs.maxGroups = combineMaxGroups
 	}
 	for i := range gb.KeySchema().NumFields() {
 		cb.keyCols = append(cb.keyCols, i)
@@ -207,18 +201,14 @@ func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch
 	}
 	cb.held = append(cb.held, prep)
 	cb.rows += prep.NumRows()
-	if cb.maxGroups == 0 && cb.gb.MemoryBytes() > cb.knobs.maxBytes {
-		cb.maxGroups = max(1, cb.gb.Len())
-	}
 	if cb.knobs.mode == combineAdaptive && !cb.decided && cb.rows >= cb.knobs.probeRows {
 		cb.decided = true
 		if 2*(cb.groups+int64(cb.gb.Len())) > cb.rows {
 			cb.raw = true
-			cb.skip = max(0, cb.knobs.skipBatches)
 			return ex.flush(c)
 		}
 	}
-	if cb.maxGroups > 0 && cb.gb.Len() >= cb.maxGroups {
+	if cb.gb.Len() >= cb.knobs.maxGroups {
 		return ex.flush(c)
 	}
 	return nil
@@ -277,10 +267,6 @@ func (cb *combiner) reset() {
 		cb.gb.Reset()
 	}
 	cb.raw, cb.decided, cb.rows, cb.groups, cb.combined = false, false, 0, 0, 0
-	if cb.skip > 0 {
-		cb.skip--
-		cb.raw = true
-	}
 }
 
 func (cb *combiner) release() {

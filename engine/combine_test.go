@@ -200,10 +200,9 @@ func TestCombinerMatchesRowByRow(t *testing.T) {
 		knobs combineKnobs
 	}{
 		{"on", combineKnobs{mode: combineOn}},
-		{"on, flushed every record", combineKnobs{mode: combineOn, maxBytes: 1}},
-		{"adaptive", combineKnobs{mode: combineAdaptive, probeRows: 16, skipBatches: -1}},
-		{"adaptive, skipping batches after a give-up", combineKnobs{mode: combineAdaptive, probeRows: 16, skipBatches: 2}},
-	}
+		{"on, flushed every record", combineKnobs{mode: combineOn, maxGroups: 1}},
+		{"adaptive", combineKnobs{mode: combineAdaptive, probeRows: 16}},
+			}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			script := combineScript(uint64(len(tc.name)), 12)
@@ -220,7 +219,7 @@ func TestCombinerMatchesRowByRow(t *testing.T) {
 				if got.combined == 0 {
 					t.Errorf("%s: no row went through the combiner", v.name)
 				}
-				if v.knobs.mode == combineOn && v.knobs.maxBytes == 0 {
+				if v.knobs.mode == combineOn && v.knobs.maxGroups == 0 {
 					onCombined = got.combined
 				}
 				if v.knobs.mode == combineAdaptive && got.combined >= onCombined {

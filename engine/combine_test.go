@@ -202,7 +202,7 @@ func TestCombinerMatchesRowByRow(t *testing.T) {
 		{"on", combineKnobs{mode: combineOn}},
 		{"on, flushed every record", combineKnobs{mode: combineOn, maxGroups: 1}},
 		{"adaptive", combineKnobs{mode: combineAdaptive, probeRows: 16}},
-			}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			script := combineScript(uint64(len(tc.name)), 12)

@@ -728,7 +728,7 @@ func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime 
 		if last {
 			fc.mode = ex.mode
 		}
-		if err := ex.flush(c); err != nil {
+		if err := ex.endInput(ctx, c); err != nil {
 			return 0, fmt.Errorf("operator %s: partial aggregation: %w", c.op.id(), err)
 		}
 		outs, err := ex.finishOperator(ctx, c, fc)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -24,11 +25,12 @@ import (
 // update mode emits: the answers, the state and the progress figures are
 // those of the row-by-row path, batch for batch.
 //
-// The combiner gives up for the rest of a batch when it does not reduce
-// (more than half as many groups as rows after combineProbeRows rows):
-// what it holds goes to the partitions and the rows after it are
-// partitioned as they are, partial states first, so first-touch order
-// holds. It flushes to the partitions whenever it holds combineMaxGroups
+// Adaptive: the first combineProbeRows rows of a batch (all of them in a
+// smaller batch) are only hashed and held; when their keys count more
+// than half as many distinct values as rows (linear counting over a
+// bitmap of the hashes) the whole batch is partitioned row by row as
+// before, at the price of one hashing pass over the probe; otherwise the
+// held rows and the rest go through the combiner. It flushes to the partitions whenever it holds combineMaxGroups
 // groups. Every choice it makes (whether it gives up, where it flushes)
 // is a function of the batch's rows alone, never of what the process saw
 // in earlier batches, so a batch replayed after a restart takes the path
@@ -122,6 +124,55 @@ type combiner struct {
 	// held are the records folded since the last flush, kept for the
 	// overflow fallback (the row-by-row path keeps as much in pending).
 	held []arrow.RecordBatch
+	// probe holds the batch's first rows, not folded yet, until the
+	// adaptive check (probed rows in all); seen marks their key hashes
+	// (linear counting), hashes is scratch.
+	probe  []arrow.RecordBatch
+	probed int64
+	seen   []uint64
+	marked int
+	hashes []uint64
+}
+
+// probeBits is the size of the adaptive check's hash bitmap: 2^20 bits
+// (128 KiB) estimate up to 64k distinct keys within about 1%.
+const probeBits = 1 << 20
+
+// mark records the key hashes of rec's rows in the probe bitmap.
+func (cb *combiner) mark(rec arrow.RecordBatch, keyCols []int) error {
+	n := int(rec.NumRows())
+	if cap(cb.hashes) < n {
+		cb.hashes = make([]uint64, n)
+	}
+	h := cb.hashes[:n]
+	keys := make([]arrow.Array, len(keyCols))
+	for i, ci := range keyCols {
+		keys[i] = rec.Column(ci)
+	}
+	if err := kernel.HashRows(keys, h); err != nil {
+		return err
+	}
+	if cb.seen == nil {
+		cb.seen = make([]uint64, probeBits/64)
+	}
+	for _, x := range h {
+		b := x >> (64 - 20)
+		w, bit := b>>6, uint64(1)<<(b&63)
+		if cb.seen[w]&bit == 0 {
+			cb.seen[w] |= bit
+			cb.marked++
+		}
+	}
+	return nil
+}
+
+// reduces says whether the probed rows hold at most half as many
+// distinct keys as rows, by linear counting over the bitmap: a function
+// of those rows alone.
+func (cb *combiner) reduces() bool {
+	m := float64(probeBits)
+	distinct := -m * math.Log1p(-float64(cb.marked)/m)
+	return 2*distinct <= float64(cb.probed)
 }
 
 // combinerOf returns c's combiner, building it at first use, or nil where
@@ -166,9 +217,12 @@ func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch
 		return ex.partitionRaw(c, prep)
 	}
 	// The adaptive check comes after probeRows rows, inside a record if
-	// need be: the rest of a large record may go row by row.
-	if cb.knobs.mode == combineAdaptive && !cb.decided && cb.rows+prep.NumRows() > cb.knobs.probeRows {
-		if head := cb.knobs.probeRows - cb.rows; head > 0 {
+	// need be: the rest of a large record is taken after the decision.
+	// Until then the rows are only hashed (and held), so a batch that
+	// does not reduce costs a pass of hashing, not a combiner merge and
+	// a flush.
+	if cb.knobs.mode == combineAdaptive && !cb.decided {
+		if head := cb.knobs.probeRows - cb.probed; prep.NumRows() > head {
 			a, b := prep.NewSlice(0, head), prep.NewSlice(head, prep.NumRows())
 			prep.Release()
 			if err := ex.feed(ctx, c, a); err != nil {
@@ -177,6 +231,16 @@ func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch
 			}
 			return ex.feed(ctx, c, b)
 		}
+		if err := cb.mark(prep, c.op.partitionKeys(0)); err != nil {
+			prep.Release()
+			return err
+		}
+		cb.probe = append(cb.probe, prep)
+		cb.probed += prep.NumRows()
+		if cb.probed < cb.knobs.probeRows {
+			return nil
+		}
+		return ex.decide(ctx, c)
 	}
 	if err := cb.gb.Merge(prep); err != nil {
 		if !errors.Is(err, batch.ErrSumOverflow) {
@@ -201,15 +265,33 @@ func (ex *executor) feed(ctx context.Context, c *chainOp, prep arrow.RecordBatch
 	}
 	cb.held = append(cb.held, prep)
 	cb.rows += prep.NumRows()
-	if cb.knobs.mode == combineAdaptive && !cb.decided && cb.rows >= cb.knobs.probeRows {
-		cb.decided = true
-		if 2*(cb.groups+int64(cb.gb.Len())) > cb.rows {
-			cb.raw = true
-			return ex.flush(c)
-		}
-	}
 	if cb.gb.Len() >= cb.knobs.maxGroups {
 		return ex.flush(c)
+	}
+	return nil
+}
+
+// decide makes the adaptive check over the rows the probe holds (all the
+// batch's rows when it has fewer than probeRows) and takes them, in
+// order: into the combiner when they reduce, row by row (with the rest of
+// the batch) when they do not.
+func (ex *executor) decide(ctx context.Context, c *chainOp) error {
+	cb := c.comb
+	cb.decided = true
+	if len(cb.probe) == 0 {
+		return nil
+	}
+	cb.raw = !cb.reduces()
+	held := append([]arrow.RecordBatch(nil), cb.probe...)
+	clear(cb.probe)
+	cb.probe = cb.probe[:0]
+	for i, r := range held {
+		if err := ex.feed(ctx, c, r); err != nil {
+			for _, rest := range held[i+1:] {
+				rest.Release()
+			}
+			return err
+		}
 	}
 	return nil
 }
@@ -224,6 +306,18 @@ func (ex *executor) partitionRaw(c *chainOp, prep arrow.RecordBatch) error {
 	}
 	c.add(0, pieces, false)
 	return nil
+}
+
+// endInput takes what the adaptive check still holds (a batch of fewer
+// than probeRows rows) and flushes the combiner: the batch's input is
+// complete.
+func (ex *executor) endInput(ctx context.Context, c *chainOp) error {
+	if cb := c.comb; cb != nil && !cb.decided {
+		if err := ex.decide(ctx, c); err != nil {
+			return err
+		}
+	}
+	return ex.flush(c)
 }
 
 // flush hands the combiner's groups, as partial states, to c's
@@ -260,9 +354,22 @@ func (cb *combiner) dropHeld() {
 	cb.held = cb.held[:0]
 }
 
+func (cb *combiner) dropProbe() {
+	for _, r := range cb.probe {
+		r.Release()
+	}
+	clear(cb.probe)
+	cb.probe = cb.probe[:0]
+	if cb.marked > 0 {
+		clear(cb.seen)
+	}
+	cb.probed, cb.marked = 0, 0
+}
+
 // reset starts the next batch (after a failed one too).
 func (cb *combiner) reset() {
 	cb.dropHeld()
+	cb.dropProbe()
 	if cb.gb.Len() > 0 {
 		cb.gb.Reset()
 	}
@@ -271,5 +378,6 @@ func (cb *combiner) reset() {
 
 func (cb *combiner) release() {
 	cb.dropHeld()
+	cb.dropProbe()
 	cb.gb.Release()
 }

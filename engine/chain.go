@@ -242,6 +242,9 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 			}
 			ids[o.id()] = i + 1
 			c := &chainOp{op: o, evIn: ev}
+			// A hash aggregation copies what it keeps of its input, so
+			// its partitions' records may share their scattered columns.
+			_, c.pt.Shared = o.(combinerOp)
 			ex.ops = append(ex.ops, c)
 			if b, ok := o.(twoInputs); ok {
 				ex.addBranch(b.branch(), c)

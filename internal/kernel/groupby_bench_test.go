@@ -180,6 +180,31 @@ func BenchmarkPartition(b *testing.B) {
 	benchReport(b, benchRows, cpu0)
 }
 
+// BenchmarkPartitionShared is BenchmarkPartition with one Partitioner
+// kept between records and its partitions sharing each column's buffer
+// (what a hash aggregation's partitioning does).
+func BenchmarkPartitionShared(b *testing.B) {
+	d := benchInput(b, "int64", 100_000)
+	mem := memory.NewGoAllocator()
+	pt := Partitioner{Shared: true}
+	b.ResetTimer()
+	cpu0 := benchCPU()
+	for range b.N {
+		for _, rec := range d.recs {
+			parts, err := pt.Partition(mem, rec, []int{0}, 8)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, p := range parts {
+				if p != nil {
+					p.Release()
+				}
+			}
+		}
+	}
+	benchReport(b, benchRows, cpu0)
+}
+
 // BenchmarkHashRows hashes the int64 key column.
 func BenchmarkHashRows(b *testing.B) {
 	d := benchInput(b, "int64", 100_000)

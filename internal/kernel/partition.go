@@ -33,10 +33,17 @@ func Partition(mem memory.Allocator, rec arrow.RecordBatch, keyCols []int, n int
 // numbers, row order) kept between calls, for a caller that partitions
 // record after record. It is not safe for concurrent use.
 type Partitioner struct {
+	// Shared lets the partitions' records share one buffer per scattered
+	// column, each a slice of it, which saves a slice header and a
+	// position per row. Set it only when whoever takes the records copies
+	// what it keeps beyond them (a hash aggregation does): any one of them
+	// keeps every partition's rows of that column alive.
+	Shared bool
+
 	keys             []arrow.Array
 	h                []uint64
 	start, part, idx []int32
-	pos              []int32
+	dest, pos        []int32
 }
 
 // Partition is the package's Partition, reusing p's scratch.
@@ -110,9 +117,27 @@ func (pt *Partitioner) partition(mem memory.Allocator, rec arrow.RecordBatch, ke
 			}
 		}
 	}
-	var idx []int32
+	var idx, dest []int32
 	for ci := range int(rec.NumCols()) {
 		c := rec.Column(ci)
+		if scatter && pt.Shared && partScatterable(c) {
+			if dest == nil {
+				// dest[i] is row i's place in the rows ordered by
+				// partition (stable), computed once for every
+				// scattered column.
+				pt.dest = scratchOf(pt.dest, rows)
+				dest = pt.dest
+				pt.pos = aggGrow(pt.pos[:0], n)
+				pos := pt.pos
+				copy(pos, start[:n])
+				for i, p := range part {
+					dest[i] = pos[p]
+					pos[p]++
+				}
+			}
+			partScatterShared(mem, c, dest, start, cols, ci)
+			continue
+		}
 		if scatter && partScatter(mem, c, part, start, cols, ci) {
 			continue
 		}
@@ -233,6 +258,56 @@ func partScatterFixed[T any](mem memory.Allocator, c arrow.Array, part, start []
 			cols[p][ci] = aggFinish(c.DataType(), int(pos[p]), []*memory.Buffer{nil, vb}, 0)
 		}
 	}
+}
+
+// partScatterable says whether partScatter takes column c.
+func partScatterable(c arrow.Array) bool {
+	if c.NullN() != 0 || c.DataType().ID() == arrow.BOOL {
+		return false
+	}
+	switch keyTypeWidth(c.DataType()) {
+	case 1, 2, 4, 8, 16:
+		return true
+	}
+	return false
+}
+
+// partScatterShared is partScatter for a Shared partitioner: row i goes
+// to place dest[i] of one buffer laid out partition after partition
+// (start[p] is partition p's first place), and each partition's array is
+// a slice of that buffer.
+func partScatterShared(mem memory.Allocator, c arrow.Array, dest, start []int32, cols [][]arrow.Array, ci int) {
+	switch keyTypeWidth(c.DataType()) {
+	case 1:
+		partScatterSharedFixed[uint8](mem, c, dest, start, cols, ci)
+	case 2:
+		partScatterSharedFixed[uint16](mem, c, dest, start, cols, ci)
+	case 4:
+		partScatterSharedFixed[uint32](mem, c, dest, start, cols, ci)
+	case 8:
+		partScatterSharedFixed[uint64](mem, c, dest, start, cols, ci)
+	case 16:
+		partScatterSharedFixed[aggPair](mem, c, dest, start, cols, ci)
+	}
+}
+
+func partScatterSharedFixed[T any](mem memory.Allocator, c arrow.Array, dest, start []int32, cols [][]arrow.Array, ci int) {
+	vals := gbValues[T](c)[:len(dest)]
+	var zero T
+	w := int(unsafe.Sizeof(zero))
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(len(dest) * w)
+	out := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(buf.Bytes()))), len(dest))
+	for i, d := range dest {
+		out[d] = vals[i]
+	}
+	for p := range len(start) - 1 {
+		a, b := int(start[p]), int(start[p+1])
+		if b > a {
+			cols[p][ci] = aggFinish(c.DataType(), b-a, []*memory.Buffer{nil, memory.SliceBuffer(buf, a*w, (b-a)*w)}, 0)
+		}
+	}
+	buf.Release()
 }
 
 // partGather returns the rows sel of c, in order.

@@ -120,25 +120,20 @@ func (pt *Partitioner) partition(mem memory.Allocator, rec arrow.RecordBatch, ke
 	var idx, dest []int32
 	for ci := range int(rec.NumCols()) {
 		c := rec.Column(ci)
-		if scatter && pt.Shared && partScatterable(c) {
-			if dest == nil {
-				// dest[i] is row i's place in the rows ordered by
-				// partition (stable), computed once for every
-				// scattered column.
-				pt.dest = scratchOf(pt.dest, rows)
-				dest = pt.dest
-				pt.pos = aggGrow(pt.pos[:0], n)
-				pos := pt.pos
-				copy(pos, start[:n])
-				for i, p := range part {
-					dest[i] = pos[p]
-					pos[p]++
-				}
+		if scatter && pt.Shared && dest == nil && partScatterable(c) {
+			// dest[i] is row i's place in the rows ordered by partition
+			// (stable), computed once for every scattered column.
+			pt.dest = scratchOf(pt.dest, rows)
+			dest = pt.dest
+			pt.pos = aggGrow(pt.pos[:0], n)
+			pos := pt.pos
+			copy(pos, start[:n])
+			for i, p := range part {
+				dest[i] = pos[p]
+				pos[p]++
 			}
-			partScatterShared(mem, c, dest, start, cols, ci)
-			continue
 		}
-		if scatter && partScatter(mem, c, part, start, cols, ci) {
+		if scatter && partScatter(mem, c, part, dest, start, cols, ci) {
 			continue
 		}
 		if idx == nil {
@@ -207,35 +202,67 @@ func partitionNumbers(h []uint64, n int, part, count []int32) {
 	}
 }
 
-// partScatter writes column ci of every partition (cols[p][ci], for the
-// partitions with rows) in one pass over c, when c is fixed-width (not
-// boolean) and has no nulls; otherwise it returns false and does nothing.
-// start[p] is the first row of partition p in the stable order.
-func partScatter(mem memory.Allocator, c arrow.Array, part, start []int32, cols [][]arrow.Array, ci int) bool {
+// partScatterable says whether partScatter takes column c: fixed-width,
+// not boolean, without nulls.
+func partScatterable(c arrow.Array) bool {
 	if c.NullN() != 0 || c.DataType().ID() == arrow.BOOL {
 		return false
 	}
 	switch keyTypeWidth(c.DataType()) {
-	case 1:
-		partScatterFixed[uint8](mem, c, part, start, cols, ci)
-	case 2:
-		partScatterFixed[uint16](mem, c, part, start, cols, ci)
-	case 4:
-		partScatterFixed[uint32](mem, c, part, start, cols, ci)
-	case 8:
-		partScatterFixed[uint64](mem, c, part, start, cols, ci)
-	case 16:
-		partScatterFixed[aggPair](mem, c, part, start, cols, ci)
-	default:
+	case 1, 2, 4, 8, 16:
+		return true
+	}
+	return false
+}
+
+// partScatter writes column ci of every partition (cols[p][ci], for the
+// partitions with rows) in one pass over c when partScatterable takes c,
+// and otherwise returns false and does nothing. start[p] is the first row
+// of partition p in the stable order. With dest (a Shared partitioner)
+// row i goes to place dest[i] of one buffer laid out partition after
+// partition, and each partition's array is a slice of that buffer;
+// without, each partition gets its own buffer.
+func partScatter(mem memory.Allocator, c arrow.Array, part, dest, start []int32, cols [][]arrow.Array, ci int) bool {
+	if !partScatterable(c) {
 		return false
+	}
+	switch keyTypeWidth(c.DataType()) {
+	case 1:
+		partScatterFixed[uint8](mem, c, part, dest, start, cols, ci)
+	case 2:
+		partScatterFixed[uint16](mem, c, part, dest, start, cols, ci)
+	case 4:
+		partScatterFixed[uint32](mem, c, part, dest, start, cols, ci)
+	case 8:
+		partScatterFixed[uint64](mem, c, part, dest, start, cols, ci)
+	case 16:
+		partScatterFixed[aggPair](mem, c, part, dest, start, cols, ci)
 	}
 	return true
 }
 
-func partScatterFixed[T any](mem memory.Allocator, c arrow.Array, part, start []int32, cols [][]arrow.Array, ci int) {
+func partScatterFixed[T any](mem memory.Allocator, c arrow.Array, part, dest, start []int32, cols [][]arrow.Array, ci int) {
 	vals := gbValues[T](c)
 	n := len(start) - 1
 	var zero T
+	w := int(unsafe.Sizeof(zero))
+	if dest != nil {
+		vals = vals[:len(dest)]
+		buf := memory.NewResizableBuffer(mem)
+		buf.Resize(len(dest) * w)
+		out := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(buf.Bytes()))), len(dest))
+		for i, d := range dest {
+			out[d] = vals[i]
+		}
+		for p := range n {
+			a, b := int(start[p]), int(start[p+1])
+			if b > a {
+				cols[p][ci] = aggFinish(c.DataType(), b-a, []*memory.Buffer{nil, memory.SliceBuffer(buf, a*w, (b-a)*w)}, 0)
+			}
+		}
+		buf.Release()
+		return
+	}
 	outs := make([][]T, n)
 	bufs := make([]*memory.Buffer, n)
 	for p := range n {
@@ -244,7 +271,7 @@ func partScatterFixed[T any](mem memory.Allocator, c arrow.Array, part, start []
 			continue
 		}
 		vb := memory.NewResizableBuffer(mem)
-		vb.Resize(cnt * int(unsafe.Sizeof(zero)))
+		vb.Resize(cnt * w)
 		bufs[p] = vb
 		outs[p] = unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(vb.Bytes()))), cnt)
 	}
@@ -258,56 +285,6 @@ func partScatterFixed[T any](mem memory.Allocator, c arrow.Array, part, start []
 			cols[p][ci] = aggFinish(c.DataType(), int(pos[p]), []*memory.Buffer{nil, vb}, 0)
 		}
 	}
-}
-
-// partScatterable says whether partScatter takes column c.
-func partScatterable(c arrow.Array) bool {
-	if c.NullN() != 0 || c.DataType().ID() == arrow.BOOL {
-		return false
-	}
-	switch keyTypeWidth(c.DataType()) {
-	case 1, 2, 4, 8, 16:
-		return true
-	}
-	return false
-}
-
-// partScatterShared is partScatter for a Shared partitioner: row i goes
-// to place dest[i] of one buffer laid out partition after partition
-// (start[p] is partition p's first place), and each partition's array is
-// a slice of that buffer.
-func partScatterShared(mem memory.Allocator, c arrow.Array, dest, start []int32, cols [][]arrow.Array, ci int) {
-	switch keyTypeWidth(c.DataType()) {
-	case 1:
-		partScatterSharedFixed[uint8](mem, c, dest, start, cols, ci)
-	case 2:
-		partScatterSharedFixed[uint16](mem, c, dest, start, cols, ci)
-	case 4:
-		partScatterSharedFixed[uint32](mem, c, dest, start, cols, ci)
-	case 8:
-		partScatterSharedFixed[uint64](mem, c, dest, start, cols, ci)
-	case 16:
-		partScatterSharedFixed[aggPair](mem, c, dest, start, cols, ci)
-	}
-}
-
-func partScatterSharedFixed[T any](mem memory.Allocator, c arrow.Array, dest, start []int32, cols [][]arrow.Array, ci int) {
-	vals := gbValues[T](c)[:len(dest)]
-	var zero T
-	w := int(unsafe.Sizeof(zero))
-	buf := memory.NewResizableBuffer(mem)
-	buf.Resize(len(dest) * w)
-	out := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(buf.Bytes()))), len(dest))
-	for i, d := range dest {
-		out[d] = vals[i]
-	}
-	for p := range len(start) - 1 {
-		a, b := int(start[p]), int(start[p+1])
-		if b > a {
-			cols[p][ci] = aggFinish(c.DataType(), b-a, []*memory.Buffer{nil, memory.SliceBuffer(buf, a*w, (b-a)*w)}, 0)
-		}
-	}
-	buf.Release()
 }
 
 // partGather returns the rows sel of c, in order.

@@ -1,0 +1,384 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
+)
+
+// Review of issue 21's finish pass: update-mode output built with the
+// state (kernel StateOutput/ChangesOutput, aggPart.finishUpdate) and the
+// Shared partitioning of a hash aggregation's input. A sink keeps every
+// output record it is handed (retained) across later batches, restarts
+// and the end of the query, and checks at the end that none changed; the
+// output is compared batch by batch with a Go map; the query's allocator
+// must end empty once the sink lets go.
+
+// finCell renders one value (timestamps as their integer).
+func finCell(c arrow.Array, i int) string {
+	if c.IsNull(i) {
+		return "(null)"
+	}
+	if ts, ok := c.(*array.Timestamp); ok {
+		return fmt.Sprint(int64(ts.Value(i)))
+	}
+	return c.ValueStr(i)
+}
+
+func finRows(rec arrow.RecordBatch) []string {
+	var out []string
+	for r := range int(rec.NumRows()) {
+		var b strings.Builder
+		for c := range int(rec.NumCols()) {
+			if c > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(finCell(rec.Column(c), r))
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// finHoldSink retains every record it is handed and remembers its rows.
+type finHoldSink struct {
+	mu    sync.Mutex
+	recs  []arrow.RecordBatch
+	snaps [][]string
+	ids   []int64
+	byID  map[int64][][]string // per batch: the rows of each record
+}
+
+func (s *finHoldSink) AddBatch(_ context.Context, id int64, _ *arrow.Schema, recs []arrow.RecordBatch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = map[int64][][]string{}
+	}
+	if _, dup := s.byID[id]; dup {
+		return nil
+	}
+	s.byID[id] = [][]string{}
+	s.ids = append(s.ids, id)
+	for _, r := range recs {
+		r.Retain()
+		rows := finRows(r)
+		s.recs = append(s.recs, r)
+		s.snaps = append(s.snaps, rows)
+		s.byID[id] = append(s.byID[id], rows)
+	}
+	return nil
+}
+
+// checkAndRelease fails if a held record changed since it was handed
+// over, then releases them all.
+func (s *finHoldSink) checkAndRelease(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range s.recs {
+		if got := finRows(r); fmt.Sprint(got) != fmt.Sprint(s.snaps[i]) {
+			t.Errorf("output record %d changed after it was handed to the sink:\nthen %v\nnow  %v", i, s.snaps[i], got)
+		}
+		r.Release()
+	}
+	s.recs = nil
+}
+
+// finRef is the reference of one group.
+type finRef struct {
+	n, nv, sum, sumU int64
+	hasV             bool
+	mins, maxs       *string
+	first, last      *string
+	minv, lastv      *int64
+	lastb            *bool
+}
+
+func (x *finRef) add(r revRow) {
+	x.n++
+	x.sumU += int64(r.u)
+	if r.nulls&revNullV == 0 {
+		v := r.v
+		x.nv++
+		x.sum += v
+		x.hasV = true
+		if x.minv == nil || v < *x.minv {
+			x.minv = &v
+		}
+		x.lastv = &v
+	}
+	if r.nulls&revNullS == 0 {
+		s := r.s
+		if x.mins == nil || s < *x.mins {
+			x.mins = &s
+		}
+		if x.maxs == nil || s > *x.maxs {
+			x.maxs = &s
+		}
+		if x.first == nil {
+			x.first = &s
+		}
+		x.last = &s
+	}
+	if r.nulls&revNullB == 0 {
+		b := r.b
+		x.lastb = &b
+	}
+}
+
+func (x *finRef) row(key string) string {
+	ps := func(p *string) string {
+		if p == nil {
+			return "(null)"
+		}
+		return *p
+	}
+	pn := func(p *int64) string {
+		if p == nil {
+			return "(null)"
+		}
+		return fmt.Sprint(*p)
+	}
+	sum, avg, lastb := "(null)", "(null)", "(null)"
+	if x.hasV {
+		sum = fmt.Sprint(x.sum)
+		avg = fmt.Sprint(float64(x.sum) / float64(x.nv))
+	}
+	if x.lastb != nil {
+		lastb = fmt.Sprint(*x.lastb)
+	}
+	return fmt.Sprintf("%s|%d|%d|%s|%s|%d|%s|%s|%s|%s|%s|%s|%s", key, x.n, x.nv, sum, avg, x.sumU, ps(x.mins), ps(x.maxs), ps(x.first), ps(x.last), pn(x.minv), pn(x.lastv), lastb)
+}
+
+func finAggs() []batch.Agg {
+	return []batch.Agg{
+		batch.CountRows().As("n"), batch.Count(batch.Col("v")).As("nv"), batch.Sum(batch.Col("v")).As("sum"),
+		batch.Avg(batch.Col("v")).As("avg"), batch.Sum(batch.Col("u")).As("sum_u"),
+		batch.Min(batch.Col("s")).As("min_s"), batch.Max(batch.Col("s")).As("max_s"),
+		batch.First(batch.Col("s")).As("first_s"), batch.Last(batch.Col("s")).As("last_s"),
+		batch.Min(batch.Col("v")).As("min_v"), batch.Last(batch.Col("v")).As("last_v"),
+		batch.Last(batch.Col("b")).As("last_b"),
+	}
+}
+
+// finScript makes batches over groups g0..g39 (and a null key and an
+// "allnull" group whose values are all null): every group, exactly half,
+// one fewer than half, new groups only, a large batch of new groups past
+// the kernel's chunked size (big), then every group again.
+func finScript(seed uint64, big int) [][][]revRow {
+	r := rand.New(rand.NewPCG(seed, 7))
+	strs := []string{"", "a", "zz", "a-much-longer-string-than-inline", "é", "A"}
+	row := func(b int, key string) revRow {
+		x := revRow{k: key, sec: int64(b*7) + r.Int64N(12), v: r.Int64N(2001) - 1000, s: strs[r.IntN(len(strs))],
+			b: r.IntN(2) == 0, u: uint32(r.IntN(1 << 31))}
+		if key == "" {
+			x.nulls |= revNullK
+		}
+		if key == "allnull" {
+			x.nulls |= revNullV | revNullS | revNullB
+			return x
+		}
+		if r.IntN(5) == 0 {
+			x.nulls |= revNullV
+		}
+		if r.IntN(4) == 0 {
+			x.nulls |= revNullS
+		}
+		if r.IntN(4) == 0 {
+			x.nulls |= revNullB
+		}
+		return x
+	}
+	keys := func(b int, names []string, per int) [][]revRow {
+		var rows []revRow
+		for i := range per {
+			for j, k := range names {
+				if (i+j)%3 == 0 || i == 0 {
+					rows = append(rows, row(b, k))
+				}
+			}
+		}
+		r.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+		var recs [][]revRow
+		for len(rows) > 0 {
+			k := min(len(rows), 1+r.IntN(50))
+			recs = append(recs, rows[:k])
+			rows = rows[k:]
+		}
+		return recs
+	}
+	g := func(from, to int) []string {
+		var s []string
+		for i := from; i < to; i++ {
+			s = append(s, fmt.Sprintf("g%d", i))
+		}
+		return s
+	}
+	base := append(g(0, 38), "", "allnull") // 40 groups
+	var script [][][]revRow
+	script = append(script, keys(0, base, 3))
+	script = append(script, keys(1, base[:20], 2))         // exactly half
+	script = append(script, keys(2, base[20:39], 2))       // one fewer than half
+	script = append(script, keys(3, g(100, 140), 1))       // new groups only: 40 of 80
+	script = append(script, keys(4, g(1000, 1000+big), 1)) // past the chunked size
+	script = append(script, keys(5, append(base[5:7], g(1000, 1010)...), 2))
+	script = append(script, keys(6, base, 1))
+	return script
+}
+
+// finRunUpdate runs stream over script in update mode, restarted before
+// every batch but the last three, with a checked allocator and a sink
+// that holds what it gets; it checks every batch against the reference
+// (rows per batch as a set, each record in first-touch order) and that
+// nothing held changed and nothing leaked.
+func finRunUpdate(t *testing.T, stream func(Source) *Stream, window bool, script [][][]revRow, parts int, knobs combineKnobs) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	cp := localStore(t)
+	sink := &finHoldSink{}
+	refs := map[string]*finRef{}
+	var want [][]string // per batch id: rows in first-touch order
+	var wantOrder []map[string]int
+	keyOf := func(r revRow) string {
+		k := r.k
+		if r.nulls&revNullK != 0 {
+			k = "(null)"
+		}
+		if window {
+			ws := r.sec * 1000 / 10000 * 10000
+			return fmt.Sprintf("%d|%d|%s", ws, ws+10000, k)
+		}
+		return k
+	}
+	for _, recs := range script {
+		var order []string
+		seen := map[string]int{}
+		for _, rows := range recs {
+			for _, r := range rows {
+				k := keyOf(r)
+				if refs[k] == nil {
+					refs[k] = &finRef{}
+				}
+				refs[k].add(r)
+				if _, ok := seen[k]; !ok {
+					seen[k] = len(order)
+					order = append(order, k)
+				}
+			}
+		}
+		var rows []string
+		for _, k := range order {
+			rows = append(rows, refs[k].row(k))
+		}
+		want = append(want, rows)
+		wantOrder = append(wantOrder, seen)
+	}
+	run := func(trig Trigger) {
+		src := &revScript{name: "fin", batches: script}
+		q, err := NewQuery(stream(src), WithCheckpoint(cp), WithSink(sink), WithTrigger(trig), WithOutputMode(Update),
+			WithStatePartitions(parts), WithSnapshotEvery(2), WithAllocator(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.combine = knobs
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := q.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range len(script) - 3 {
+		run(Once())
+	}
+	run(AvailableNow())
+	if len(sink.ids) != len(script) {
+		t.Fatalf("%d batches reached the sink, want %d", len(sink.ids), len(script))
+	}
+	for _, id := range sink.ids {
+		var got []string
+		for ri, rows := range sink.byID[id] {
+			last := -1
+			for _, row := range rows {
+				k := row
+				if n := strings.Count(keyOf(revRow{}), "|"); n >= 0 {
+					parts := strings.SplitN(row, "|", n+2)
+					k = strings.Join(parts[:n+1], "|")
+				}
+				pos, ok := wantOrder[id][k]
+				if !ok {
+					t.Fatalf("batch %d: group %q is not among the batch's groups", id, k)
+				}
+				if pos < last {
+					t.Fatalf("batch %d record %d: group %q out of first-touch order: %v", id, ri, k, rows)
+				}
+				last = pos
+			}
+			got = append(got, rows...)
+		}
+		w := append([]string(nil), want[id]...)
+		sort.Strings(got)
+		sort.Strings(w)
+		if len(got) != len(w) {
+			t.Fatalf("batch %d: %d rows, want %d", id, len(got), len(w))
+		}
+		for i := range got {
+			if got[i] != w[i] {
+				t.Fatalf("batch %d: row %q, want %q", id, got[i], w[i])
+			}
+		}
+	}
+	var counts []int
+	for _, w := range want {
+		counts = append(counts, len(w))
+	}
+	t.Logf("rows a batch %v, %d groups", counts, len(refs))
+	sink.checkAndRelease(t)
+	mem.AssertSize(t, 0)
+}
+
+// TestReviewFinUpdateHeldBySink: a group-by in update mode (whole-state
+// and changes-only commits, exactly half the groups changed, a batch past
+// the chunked size, null keys, all-null groups, restarts that load the
+// whole-state deltas back) over 1 and 3 partitions, the combiner off, on
+// and adaptive.
+func TestReviewFinUpdateHeldBySink(t *testing.T) {
+	script := finScript(1, 70000)
+	stream := func(src Source) *Stream {
+		return ReadStream(src).GroupBy("k").ID("agg").Agg(finAggs()...)
+	}
+	for _, parts := range []int{1, 3} {
+		for _, knobs := range []combineKnobs{{mode: combineOff}, {mode: combineOn}, {mode: combineAdaptive, probeRows: 16}} {
+			t.Run(fmt.Sprintf("parts %d combine %d", parts, knobs.mode), func(t *testing.T) {
+				finRunUpdate(t, stream, false, script, parts, knobs)
+			})
+		}
+	}
+}
+
+// TestReviewFinWindowUpdateHeldBySink: the same with a tumbling window
+// (no watermark: nothing evicted, the output built with the state).
+func TestReviewFinWindowUpdateHeldBySink(t *testing.T) {
+	script := finScript(2, 3000)
+	stream := func(src Source) *Stream {
+		return ReadStream(src).GroupByWindow(TumblingWindow("ts", 10*time.Second), "k").ID("win").Agg(finAggs()...)
+	}
+	for _, parts := range []int{1, 3} {
+		for _, knobs := range []combineKnobs{{mode: combineOff}, {mode: combineOn}} {
+			t.Run(fmt.Sprintf("parts %d combine %d", parts, knobs.mode), func(t *testing.T) {
+				finRunUpdate(t, stream, true, script, parts, knobs)
+			})
+		}
+	}
+}

@@ -15,6 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
+	"github.com/onceflow/onceflow/statestore"
+	"github.com/onceflow/onceflow/storage"
 )
 
 // Review of issue 21's finish pass: update-mode output built with the
@@ -251,6 +254,7 @@ func finRunUpdate(t *testing.T, stream func(Source) *Stream, window bool, script
 	refs := map[string]*finRef{}
 	var want [][]string // per batch id: rows in first-touch order
 	var wantOrder []map[string]int
+	var wantState []map[string]int64 // per version: each group's row count
 	keyOf := func(r revRow) string {
 		k := r.k
 		if r.nulls&revNullK != 0 {
@@ -284,6 +288,11 @@ func finRunUpdate(t *testing.T, stream func(Source) *Stream, window bool, script
 		}
 		want = append(want, rows)
 		wantOrder = append(wantOrder, seen)
+		counts := map[string]int64{}
+		for k, x := range refs {
+			counts[k] = x.n
+		}
+		wantState = append(wantState, counts)
 	}
 	run := func(trig Trigger) {
 		src := &revScript{name: "fin", batches: script}
@@ -339,6 +348,7 @@ func finRunUpdate(t *testing.T, stream func(Source) *Stream, window bool, script
 			}
 		}
 	}
+	finCheckState(t, cp, stream(&revScript{name: "fin", batches: script}), window, parts, wantState)
 	var counts []int
 	for _, w := range want {
 		counts = append(counts, len(w))
@@ -346,6 +356,61 @@ func finRunUpdate(t *testing.T, stream func(Source) *Stream, window bool, script
 	t.Logf("rows a batch %v, %d groups", counts, len(refs))
 	sink.checkAndRelease(t)
 	mem.AssertSize(t, 0)
+}
+
+// finCheckState loads every state version of every partition of the
+// query's one operator and checks that, all partitions together, it holds
+// exactly the reference's groups with their row counts (the state's first
+// column after the keys is CountRows' count): whole-state deltas in
+// touched-first order and the changes after them load back to the state.
+func finCheckState(t *testing.T, cp storage.Store, stream *Stream, window bool, parts int, want []map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := defaultConfig()
+	cfg.mode = Update
+	ex, err := bindStream(stream, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.release()
+	c := ex.ops[0]
+	spec := c.specs[0]
+	nk := spec.key.NumFields()
+	for v, w := range want {
+		got := map[string]int64{}
+		for p := range parts {
+			st, err := statestore.Open(ctx, storage.Sub(cp, checkpoint.StoreDir(c.op.id(), p, "")), statestore.Options{KeySchema: spec.key, ValueSchema: spec.value})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := st.Load(ctx, int64(v))
+			if err != nil {
+				t.Fatalf("partition %d version %d: %v", p, v, err)
+			}
+			for _, r := range recs {
+				for i := range int(r.NumRows()) {
+					var ks []string
+					for k := range nk {
+						ks = append(ks, finCell(r.Column(k), i))
+					}
+					key := strings.Join(ks, "|")
+					if _, dup := got[key]; dup {
+						t.Fatalf("version %d: group %q twice in the state", v, key)
+					}
+					got[key] = r.Column(nk).(*array.Int64).Value(i)
+				}
+				r.Release()
+			}
+		}
+		if len(got) != len(w) {
+			t.Fatalf("version %d: %d groups in the state, want %d", v, len(got), len(w))
+		}
+		for k, n := range w {
+			if got[k] != n {
+				t.Fatalf("version %d: group %q has count %d in the state, want %d", v, k, got[k], n)
+			}
+		}
+	}
 }
 
 // TestReviewFinUpdateHeldBySink: a group-by in update mode (whole-state

@@ -535,6 +535,14 @@ func TestReviewFinOperatorsAroundHeldBySink(t *testing.T) {
 		{"tumbling window, union, no watermark", 2, false, func(s []Source) *Stream {
 			return ReadStream(s...).GroupByWindow(TumblingWindow("ts", 5*time.Second), "k").ID("w").Agg(revAggs()...)
 		}},
+		{"group by under a watermark (no event-time key), then steps", 1, false, func(s []Source) *Stream {
+			c := batch.Col
+			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupBy("k").ID("g").Agg(revAggs()...).
+				Where(batch.Gt(c("rows"), batch.Lit(int64(1)))).
+				WithColumn("x", batch.Concat(c("min_s"), c("max_s"), c("k"))).
+				WithColumn("y", batch.Add(c("sum_v"), c("count_v"))).
+				WithColumn("z", batch.Not(c("min_b")))
+		}},
 		{"sliding window under a watermark", 1, false, func(s []Source) *Stream {
 			return ReadStream(s...).WithWatermark("ts", 5*time.Second).GroupByWindow(SlidingWindow("ts", 15*time.Second, 5*time.Second), "k").ID("w").Agg(revAggs()...)
 		}},

@@ -125,10 +125,19 @@ func runCombine(t *testing.T, stream func(Source) *Stream, script [][]payRow, mo
 			res.out = append(res.out, fmt.Sprint(id, r))
 		}
 	}
+	res.state = stateVersions(t, cp, stream(src), mode, ops, 3, int64(len(script)))
+	return res
+}
+
+// stateVersions reads every committed version [0, versions) of the state
+// of operators ops (partitions [0, parts)) of the query stream describes,
+// one line per partition and version.
+func stateVersions(t *testing.T, cp storage.Store, stream *Stream, mode OutputMode, ops []string, parts int, versions int64) []string {
+	t.Helper()
 	ctx := context.Background()
 	cfg := defaultConfig()
 	cfg.mode = mode
-	ex, err := bindStream(stream(src), &cfg)
+	ex, err := bindStream(stream, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +146,14 @@ func runCombine(t *testing.T, stream func(Source) *Stream, script [][]payRow, mo
 	for _, c := range ex.ops {
 		specs[c.op.id()] = c.specs[0]
 	}
+	var out []string
 	for _, op := range ops {
-		for p := range 3 {
+		for p := range parts {
 			st, err := statestore.Open(ctx, storage.Sub(cp, checkpoint.StoreDir(op, p, "")), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for v := int64(0); v < int64(len(script)); v++ {
+			for v := range versions {
 				recs, err := st.Load(ctx, v)
 				if err != nil {
 					t.Fatalf("%s partition %d version %d: %v", op, p, v, err)
@@ -155,11 +165,11 @@ func runCombine(t *testing.T, stream func(Source) *Stream, script [][]payRow, mo
 				for _, r := range recs {
 					r.Release()
 				}
-				res.state = append(res.state, fmt.Sprint(op, p, v, rows))
+				out = append(out, fmt.Sprint(op, p, v, rows))
 			}
 		}
 	}
-	return res
+	return out
 }
 
 func combineGroupBy(src Source) *Stream {

@@ -18,10 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
-	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
-	"github.com/onceflow/onceflow/statestore"
-	"github.com/onceflow/onceflow/storage"
 )
 
 // Review of the partial aggregation (combine.go): adversarial inputs,
@@ -306,40 +303,7 @@ func runReview(t *testing.T, stream func([]Source) *Stream, scripts [][][][]revR
 			res.out = append(res.out, fmt.Sprint(id, r))
 		}
 	}
-	ctx := context.Background()
-	cfg := defaultConfig()
-	cfg.mode = mode
-	ex, err := bindStream(stream(mk()), &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ex.release()
-	specs := map[string]storeSpec{}
-	for _, c := range ex.ops {
-		specs[c.op.id()] = c.specs[0]
-	}
-	for _, op := range ops {
-		for p := range 3 {
-			st, err := statestore.Open(ctx, storage.Sub(cp, checkpoint.StoreDir(op, p, "")), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for v := int64(0); v < int64(len(res.progress)); v++ {
-				recs, err := st.Load(ctx, v)
-				if err != nil {
-					t.Fatalf("%s partition %d version %d: %v", op, p, v, err)
-				}
-				rows, err := memsink.Rows(recs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range recs {
-					r.Release()
-				}
-				res.state = append(res.state, fmt.Sprint(op, p, v, rows))
-			}
-		}
-	}
+	res.state = stateVersions(t, cp, stream(mk()), mode, ops, 3, int64(len(res.progress)))
 	return res
 }
 

@@ -132,6 +132,7 @@ type combiner struct {
 	seen   []uint64
 	marked int
 	hashes []uint64
+	keys   []arrow.Array // scratch: the probed record's key columns
 }
 
 // probeBits is the size of the adaptive check's hash bitmap: 2^20 bits
@@ -145,11 +146,14 @@ func (cb *combiner) mark(rec arrow.RecordBatch, keyCols []int) error {
 		cb.hashes = make([]uint64, n)
 	}
 	h := cb.hashes[:n]
-	keys := make([]arrow.Array, len(keyCols))
-	for i, ci := range keyCols {
-		keys[i] = rec.Column(ci)
+	keys := cb.keys[:0]
+	for _, ci := range keyCols {
+		keys = append(keys, rec.Column(ci))
 	}
-	if err := kernel.HashRows(keys, h); err != nil {
+	cb.keys = keys
+	err := kernel.HashRows(keys, h)
+	clear(keys) // hold no column past the call
+	if err != nil {
 		return err
 	}
 	if cb.seen == nil {

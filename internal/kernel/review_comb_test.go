@@ -19,14 +19,7 @@ func TestReviewCombResetChunked(t *testing.T) {
 		t.Run(kt.String(), func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			sch := arrow.NewSchema([]arrow.Field{
-				{Name: "k0", Type: kt, Nullable: true},
-				{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-				{Name: "w", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
-				{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
-				{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-				{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-			}, nil)
+			sch := reviewSchema(kt)
 			newGB := func() *GroupBy {
 				g, err := NewGroupBy(mem, sch, []string{"k0"}, []Agg{
 					countOf("*"), sumOf("v"), avgOf("w"), minOf("s"), lastOf("s"), firstOf("v"), maxOf("b"), minOf("f"),
@@ -135,4 +128,17 @@ func reviewRecord(mem memory.Allocator, sch *arrow.Schema, first, n, per, batch 
 		}
 	}
 	return bld.NewRecordBatch()
+}
+
+// reviewSchema is the review tests' input: a key k0 of type kt, then
+// nullable int64, int32, string, float64 and boolean columns.
+func reviewSchema(kt arrow.DataType) *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{
+		{Name: "k0", Type: kt, Nullable: true},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "w", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+	}, nil)
 }

@@ -98,14 +98,7 @@ func TestReviewFinHeldOutputsStayPut(t *testing.T) {
 		t.Run(kt.String(), func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			sch := arrow.NewSchema([]arrow.Field{
-				{Name: "k0", Type: kt, Nullable: true},
-				{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-				{Name: "w", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
-				{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
-				{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-				{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-			}, nil)
+			sch := reviewSchema(kt)
 			g, err := NewGroupBy(mem, sch, []string{"k0"}, finAggs())
 			if err != nil {
 				t.Fatal(err)

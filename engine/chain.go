@@ -63,9 +63,18 @@ type chainOp struct {
 	post  []op         // stateless steps after the operator
 	evIn  eventTimeCol // the event time of input 0, for the late filter
 	specs []storeSpec
+	// parts are the working partitions: one per state partition, or one
+	// for all of them when single.
 	parts []opPartition
-	st    [][]stateStore // per partition, per spec
-	disk  bool           // st holds DiskStores: partitions hold only the batch's groups
+	// nParts is the number of state partitions (P): the stores of st.
+	nParts int
+	// single: one working table holds every state partition's groups (an
+	// in-memory hash aggregation, whole.go): the batch's rows reach it
+	// unpartitioned, and only its state changes are split by partition,
+	// for the stores.
+	single bool
+	st     [][]stateStore // per state partition, per spec
+	disk   bool           // st holds DiskStores: partitions hold only the batch's groups
 	// pending holds each partition's input rows of this batch, in order.
 	pending [][]pendingRec
 	// pt is the partitioning scratch of the rows fed in input order
@@ -285,6 +294,7 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 	}
 	for _, c := range ex.ops {
 		c.specs = c.op.stores()
+		c.single = wholeTable(cfg, c.op)
 		if err := c.newPartitions(cfg.partitions); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidQuery, c.op.id(), err)
 		}
@@ -300,7 +310,7 @@ func bindStream(s *Stream, cfg *config) (*executor, error) {
 // row-per-window form where the checkpoint's operator of that id was
 // written in that form (before panes existed), so the checkpoint restarts
 // with the state it has. It reports whether it changed an operator.
-func (ex *executor) adoptRows(old Conf, partitions int) (bool, error) {
+func (ex *executor) adoptRows(cfg *config, old Conf, partitions int) (bool, error) {
 	kinds := map[string]string{}
 	for _, o := range old.Operators {
 		kinds[o.ID] = o.Kind
@@ -315,6 +325,7 @@ func (ex *executor) adoptRows(old Conf, partitions int) (bool, error) {
 			part.release()
 		}
 		c.op, c.specs = p.rows, p.rows.stores()
+		c.single = wholeTable(cfg, c.op)
 		if err := c.newPartitions(partitions); err != nil {
 			return changed, err
 		}
@@ -419,6 +430,10 @@ func chainMode(ops []*chainOp, mode OutputMode, watermarked bool) (OutputMode, e
 }
 
 func (c *chainOp) newPartitions(n int) error {
+	c.nParts = n
+	if c.single {
+		n = 1
+	}
 	c.parts = make([]opPartition, n)
 	c.pending = make([][]pendingRec, n)
 	c.updated = make([]int64, n)
@@ -459,14 +474,24 @@ func (ex *executor) openState(ctx context.Context, cfg *config, committed int64)
 		return err
 	}
 	for _, c := range ex.ops {
-		c.st = make([][]stateStore, len(c.parts))
+		c.st = make([][]stateStore, c.nParts)
 		c.disk = cfg.backendFor(c.op.id()) != nil
 		for _, part := range c.parts {
 			if pp, ok := part.(interface{ setPartial(bool) }); ok {
 				pp.setPartial(c.disk) // a disk partition never commits the whole state
 			}
 		}
-		for p := range c.parts {
+		// One working table takes the partitions' rows in partition
+		// order (loaded[p] closes when p's are in), so that its groups'
+		// order is the same at every start.
+		var loaded []chan struct{}
+		if c.single {
+			loaded = make([]chan struct{}, c.nParts)
+			for p := range loaded {
+				loaded[p] = make(chan struct{})
+			}
+		}
+		for p := range c.nParts {
 			c.st[p] = make([]stateStore, len(c.specs))
 			g.Go(func() error {
 				for i, spec := range c.specs {
@@ -490,13 +515,31 @@ func (ex *executor) openState(ctx context.Context, cfg *config, committed int64)
 					if err != nil {
 						return fmt.Errorf("operator %s partition %d%s: %w", c.op.id(), p, storeLabel(spec), err)
 					}
-					err = c.parts[p].load(ctx, spec.name, recs)
+					part := c.parts[0]
+					if c.single {
+						if p > 0 {
+							select {
+							case <-loaded[p-1]:
+							case <-ctx.Done():
+								for _, r := range recs {
+									r.Release()
+								}
+								return ctx.Err()
+							}
+						}
+					} else {
+						part = c.parts[p]
+					}
+					err = part.load(ctx, spec.name, recs)
 					for _, r := range recs {
 						r.Release()
 					}
 					if err != nil {
 						return fmt.Errorf("operator %s partition %d%s: load state version %d: %w", c.op.id(), p, storeLabel(spec), committed, err)
 					}
+				}
+				if c.single {
+					close(loaded[p])
 				}
 				return nil
 			})
@@ -584,6 +627,10 @@ func (ex *executor) partition(ctx context.Context, c *chainOp, side int, rec arr
 	defer prep.Release()
 	if prep.NumRows() == 0 {
 		return nil, late, nil
+	}
+	if c.single {
+		prep.Retain()
+		return []arrow.RecordBatch{prep}, late, nil
 	}
 	parts, err := kernel.Partition(ex.mem, prep, c.op.partitionKeys(side), len(c.parts))
 	return parts, late, err
@@ -761,6 +808,9 @@ func (ex *executor) finishState(ctx context.Context, batchID int64) (commitTime 
 // finishOperator finishes and commits every partition of c at once (the
 // commits are I/O: all of them in flight together).
 func (ex *executor) finishOperator(ctx context.Context, c *chainOp, fc *finishCtx) ([]arrow.RecordBatch, error) {
+	if c.single {
+		return ex.finishWhole(ctx, c, fc)
+	}
 	start := time.Now()
 	outs := make([]arrow.RecordBatch, len(c.parts))
 	g, gctx := errgroup.WithContext(ctx)

@@ -57,6 +57,10 @@ type combineKnobs struct {
 	mode      combineMode
 	probeRows int64
 	maxGroups int
+	// whole (tests) leaves an in-memory aggregation on one working table
+	// (whole.go), where the combiner does not run; the tests that set
+	// these knobs run the partitioned path otherwise.
+	whole bool
 }
 
 const (
@@ -187,7 +191,7 @@ func (ex *executor) combinerOf(c *chainOp) (*combiner, error) {
 	}
 	c.combChecked = true
 	co, ok := c.op.(combinerOp)
-	if !ok || c.disk || ex.combine.mode == combineOff {
+	if !ok || c.disk || c.single || ex.combine.mode == combineOff {
 		return nil, nil
 	}
 	gb, err := co.newCombiner()
@@ -303,6 +307,10 @@ func (ex *executor) decide(ctx context.Context, c *chainOp) error {
 // partitionRaw splits prep (released here) by c's partition keys into
 // its partitions' pending input, with c's partitioning scratch.
 func (ex *executor) partitionRaw(c *chainOp, prep arrow.RecordBatch) error {
+	if c.single {
+		c.add(0, []arrow.RecordBatch{prep}, false)
+		return nil
+	}
 	defer prep.Release()
 	pieces, err := c.pt.Partition(ex.mem, prep, c.op.partitionKeys(0), len(c.parts))
 	if err != nil {

@@ -112,7 +112,7 @@ func runCombine(t *testing.T, stream func(Source) *Stream, script [][]payRow, mo
 		if err != nil {
 			t.Fatal(err)
 		}
-		q.cfg.combine = knobs
+		q.cfg.combine, q.cfg.partitionedAgg = knobs, !knobs.whole
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = q.Run(ctx)
 		cancel()
@@ -268,7 +268,7 @@ func TestCombinerOverflowFallsBackToRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q.cfg.combine = knobs
+		q.cfg.combine, q.cfg.partitionedAgg = knobs, !knobs.whole
 		err = q.Run(context.Background())
 		if !errors.Is(err, batch.ErrSumOverflow) || !strings.Contains(err.Error(), "merchant=m") {
 			t.Fatalf("%v: the last batch's sum overflows for m: error %v", knobs, err)

@@ -58,6 +58,11 @@ type config struct {
 	// rowWindows (a test knob) computes sliding windows a row per window
 	// instead of by panes, as checkpoints written before panes hold them.
 	rowWindows bool
+	// partitionedAgg (a test knob) runs in-memory hash aggregations on
+	// one working table per state partition, fed by hash partitioning
+	// (and the combiner), instead of one table for all of them
+	// (chainOp.single): the two must commit the same state.
+	partitionedAgg bool
 	// combine (a test knob) forces the partial aggregation before the
 	// hash partitioning on or off (combine.go).
 	combine            combineKnobs

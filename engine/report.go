@@ -49,7 +49,7 @@ func (r *run) report(ctx context.Context, id int64, plan *OffsetsEntry, recovere
 		p.Sinks = append(p.Sinks, SinkProgress{Description: describe(s), NumOutputRows: ex.outRows, Guarantee: guarantee(s)})
 	}
 	for i, c := range ex.ops {
-		op := StateOperatorProgress{OperatorID: c.op.id(), OperatorName: c.op.kind(), NumPartitions: len(c.parts), CommitTimeMs: c.commitTime.Milliseconds(), NumRowsDroppedByWatermark: c.late.Load()}
+		op := StateOperatorProgress{OperatorID: c.op.id(), OperatorName: c.op.kind(), NumPartitions: c.nParts, CommitTimeMs: c.commitTime.Milliseconds(), NumRowsDroppedByWatermark: c.late.Load()}
 		if i == 0 {
 			op.NumRowsDroppedByWatermark += ex.lateRows
 		}

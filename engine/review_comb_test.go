@@ -290,7 +290,7 @@ func runReview(t *testing.T, stream func([]Source) *Stream, scripts [][][][]revR
 		if err != nil {
 			t.Fatal(err)
 		}
-		q.cfg.combine = knobs
+		q.cfg.combine, q.cfg.partitionedAgg = knobs, !knobs.whole
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		err = q.Run(ctx)
 		cancel()
@@ -332,6 +332,10 @@ var revVariants = []struct {
 	{"on, flushed every record", combineKnobs{mode: combineOn, maxGroups: 1}},
 	{"adaptive, probe 3 rows, no skip", combineKnobs{mode: combineAdaptive, probeRows: 3}},
 	{"adaptive, probe 8 rows, flushed every record", combineKnobs{mode: combineAdaptive, probeRows: 8, maxGroups: 1}},
+	// The default outside these tests (whole.go): one working table, no
+	// combiner. Its output (in order), its state, partition by partition,
+	// and its progress are the partitioned path's.
+	{"one working table", combineKnobs{whole: true}},
 }
 
 type revCase struct {
@@ -505,7 +509,7 @@ func TestReviewCombOverflowOutcomeIsAFunctionOfTheInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q.cfg.combine = knobs
+		q.cfg.combine, q.cfg.partitionedAgg = knobs, !knobs.whole
 		errs = append(errs, q.Run(context.Background()))
 	}
 	t.Logf("first run: %v; after a restart: %v; output %v", errs[0], errs[1], sink.All())
@@ -534,7 +538,7 @@ func TestReviewCombNoLeak(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				q.cfg.combine = v.knobs
+				q.cfg.combine, q.cfg.partitionedAgg = v.knobs, !v.knobs.whole
 				if err := q.Run(context.Background()); err != nil {
 					t.Fatal(err)
 				}
@@ -558,7 +562,7 @@ func TestReviewCombNoLeak(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q.cfg.combine = v.knobs
+			q.cfg.combine, q.cfg.partitionedAgg = v.knobs, !v.knobs.whole
 			if err := q.Run(context.Background()); !errors.Is(err, batch.ErrSumOverflow) {
 				t.Fatalf("want the last batch's overflow, got %v", err)
 			}
@@ -601,7 +605,7 @@ func TestReviewCombAdaptiveDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q.cfg.combine = knobs
+		q.cfg.combine, q.cfg.partitionedAgg = knobs, !knobs.whole
 		if err := q.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -301,7 +301,7 @@ func finRunUpdate(t *testing.T, stream func(Source) *Stream, window bool, script
 		if err != nil {
 			t.Fatal(err)
 		}
-		q.cfg.combine = knobs
+		q.cfg.combine, q.cfg.partitionedAgg = knobs, !knobs.whole
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		if err := q.Run(ctx); err != nil {
@@ -579,7 +579,7 @@ func TestReviewFinOperatorsAroundHeldBySink(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						q.cfg.combine = knobs
+						q.cfg.combine, q.cfg.partitionedAgg = knobs, !knobs.whole
 						ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 						err = q.Run(ctx)
 						cancel()

@@ -47,7 +47,7 @@ func (r *run) main(ctx context.Context) error {
 		copy(r.eventMax, lastCommit.EventTimeMaxMs)
 	}
 	if havePlan {
-		changed, err := r.ex.adoptRows(lastPlan.Conf, cfg.partitions)
+		changed, err := r.ex.adoptRows(cfg, lastPlan.Conf, cfg.partitions)
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/onceflow/onceflow/internal/kernel"
+)
+
+// One working table for all state partitions.
+//
+// A hash aggregation whose state is in memory (a group-by, or a window
+// computed a row per window) keeps all its groups in one kernel.GroupBy
+// instead of one per state partition. The batch's rows reach that table
+// as they are, in input order, with no hash partitioning; the state
+// partitions are only the layout of the state files: at commit, the
+// batch's state changes (its changed groups, or the whole state when it
+// commits whole, and the keys it evicted) are split by the same row hash
+// the partitioned path places input rows with (kernel.Partition of the
+// state's key columns, which are the operator's partition keys), and each
+// piece is committed to its partition's store, the stores in parallel.
+// So every partition's store holds exactly the rows the partitioned path
+// would have put there, and a checkpoint written by either path restarts
+// on the other. A restart loads the partitions into the table in
+// partition order.
+//
+// Why: the input arrives one record at a time on one goroutine, so hash
+// partitioning it (hashing every row and copying every column into P
+// pieces) was a sequential pass as costly as the merge it fed, and it
+// bought parallel merges that the sequential pass already bounded. One
+// table costs one merge of the input; what is split by partition is the
+// batch's changed groups, fewer than its rows whenever groups repeat.
+// The output is split by partition too and emitted partition by
+// partition, so its rows come in the partitioned path's order exactly
+// (update mode: each partition's changed groups in order of first touch;
+// append and complete: each partition's sorted by key), which an
+// order-sensitive aggregate (First, Last) of a next operator sees.
+//
+// Operators with disk-backed state keep a table per partition (a
+// partition loads from and writes to its own store), and so do the other
+// stateful operators (joins, deduplication, sessions, panes, top-N,
+// processors).
+
+// wholeTable reports whether operator o runs on one working table for all
+// its state partitions.
+func wholeTable(cfg *config, o operator) bool {
+	switch o.(type) {
+	case *groupByOp, *windowOp:
+	default:
+		return false
+	}
+	return cfg.backendFor(o.id()) == nil && !cfg.partitionedAgg
+}
+
+// finishWhole is finishOperator for an operator on one working table: it
+// merges the batch's rows, finishes, splits the state changes by
+// partition and commits every partition's store (in parallel).
+func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) ([]arrow.RecordBatch, error) {
+	start := time.Now()
+	defer func() { c.commitTime = time.Since(start) }()
+	part := c.parts[0]
+	pending := c.pending[0]
+	c.pending[0] = pending[:0]
+	var err error
+	for _, pr := range pending {
+		if err == nil {
+			err = part.merge(ctx, pr.side, pr.rec)
+		}
+		pr.rec.Release()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("operator %s: %w", c.op.id(), err)
+	}
+	f, err := part.finish(ctx, fc)
+	if err != nil {
+		return nil, fmt.Errorf("operator %s: %w", c.op.id(), err)
+	}
+	defer f.release()
+	g, gctx := errgroup.WithContext(ctx)
+	var pieces [][]arrow.RecordBatch
+	defer func() {
+		for _, ps := range pieces {
+			for _, r := range ps {
+				if r != nil {
+					r.Release()
+				}
+			}
+		}
+	}()
+	for i, spec := range c.specs {
+		ch := f.changes[spec.name]
+		ups, err := ex.splitState(ch.upserts, spec, c.nParts)
+		if err != nil {
+			return nil, fmt.Errorf("operator %s%s: split state version %d by partition: %w", c.op.id(), storeLabel(spec), fc.batchID, err)
+		}
+		pieces = append(pieces, ups)
+		rems, err := ex.splitState(ch.removals, spec, c.nParts)
+		if err != nil {
+			return nil, fmt.Errorf("operator %s%s: split state version %d by partition: %w", c.op.id(), storeLabel(spec), fc.batchID, err)
+		}
+		pieces = append(pieces, rems)
+		for p := range c.nParts {
+			// A whole-state commit is whole in every partition: each
+			// piece holds every live group of its partition (none, for a
+			// partition without groups: its state is then empty).
+			pc := stateChange{upserts: ups[p], removals: rems[p], full: ch.full}
+			g.Go(func() error {
+				if err := commitState(gctx, c.st[p][i], fc.batchID, pc); err != nil {
+					return fmt.Errorf("operator %s partition %d%s: commit state version %d: %w", c.op.id(), p, storeLabel(spec), fc.batchID, err)
+				}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	part.committed()
+	c.updated[0], c.removed[0], c.custom[0] = f.updated, f.removed, f.custom
+	c.late.Add(f.late)
+	if f.out == nil || f.out.NumRows() == 0 {
+		return nil, nil
+	}
+	// The output in partition order, each partition's rows in the order
+	// finish gave them: the partitioned path's order exactly, which an
+	// order-sensitive aggregate (First, Last) of a next operator sees.
+	outs, err := kernel.Partition(ex.mem, f.out, c.outKeys(), c.nParts)
+	if err != nil {
+		return nil, fmt.Errorf("operator %s: split output by partition: %w", c.op.id(), err)
+	}
+	return outs, nil
+}
+
+// outKeys are the output columns that hold the operator's keys: the
+// first ones (group keys, and window_start and window_end after a
+// window's keys).
+func (c *chainOp) outKeys() []int {
+	keys := make([]int, c.specs[0].key.NumFields())
+	for i := range keys {
+		keys[i] = i
+	}
+	return keys
+}
+
+// splitState splits rec (state rows of spec, or its keys: the key columns
+// come first) into n pieces by partition, nil where a partition has no
+// rows. rec nil gives n nils.
+func (ex *executor) splitState(rec arrow.RecordBatch, spec storeSpec, n int) ([]arrow.RecordBatch, error) {
+	if rec == nil || rec.NumRows() == 0 {
+		return make([]arrow.RecordBatch, n), nil
+	}
+	keys := make([]int, spec.key.NumFields())
+	for i := range keys {
+		keys[i] = i
+	}
+	return kernel.Partition(ex.mem, rec, keys, n)
+}

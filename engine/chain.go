@@ -73,6 +73,10 @@ type chainOp struct {
 	// unpartitioned, and only its state changes are split by partition,
 	// for the stores.
 	single bool
+	// wpt is the single table's partitioning scratch, wmem the allocator
+	// of the pieces it splits (whole.go).
+	wpt    kernel.Partitioner
+	wmem   *recycler
 	st     [][]stateStore // per state partition, per spec
 	disk   bool           // st holds DiskStores: partitions hold only the batch's groups
 	// pending holds each partition's input rows of this batch, in order.
@@ -1001,6 +1005,9 @@ func (ex *executor) release() {
 		}
 		if c.comb != nil {
 			c.comb.release()
+		}
+		if c.wmem != nil {
+			c.wmem.close()
 		}
 		c.op.release()
 	}

@@ -321,6 +321,7 @@ func (p *aggPart) finishUpdate() finished {
 		state, f.out = p.gb.ChangesOutput()
 	}
 	f.changes = map[string]stateChange{"": {upserts: state, full: full}}
+	f.outHead = true // the changed groups first, in the same order
 	return f
 }
 

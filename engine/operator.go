@@ -121,6 +121,10 @@ type finishCtx struct {
 // every record in it.
 type finished struct {
 	out     arrow.RecordBatch // nil for no rows
+	// outHead says out's rows are, in order, the first rows of the upserts
+	// of store "" (the same keys first): a split by partition of the
+	// upserts splits out too (whole.go).
+	outHead bool
 	changes map[string]stateChange
 	updated int64 // rows written to state
 	removed int64 // rows evicted or deleted from state

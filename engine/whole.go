@@ -7,8 +7,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/onceflow/onceflow/internal/kernel"
 )
 
 // One working table for all state partitions.
@@ -62,6 +60,9 @@ func wholeTable(cfg *config, o operator) bool {
 func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) ([]arrow.RecordBatch, error) {
 	start := time.Now()
 	defer func() { c.commitTime = time.Since(start) }()
+	if c.wmem == nil {
+		c.wmem = newRecycler(ex.mem)
+	}
 	part := c.parts[0]
 	pending := c.pending[0]
 	c.pending[0] = pending[:0]
@@ -93,16 +94,17 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 	}()
 	for i, spec := range c.specs {
 		ch := f.changes[spec.name]
-		ups, err := ex.splitState(ch.upserts, spec, c.nParts)
-		if err != nil {
-			return nil, fmt.Errorf("operator %s%s: split state version %d by partition: %w", c.op.id(), storeLabel(spec), fc.batchID, err)
-		}
-		pieces = append(pieces, ups)
-		rems, err := ex.splitState(ch.removals, spec, c.nParts)
+		rems, err := ex.splitState(c, ch.removals, spec)
 		if err != nil {
 			return nil, fmt.Errorf("operator %s%s: split state version %d by partition: %w", c.op.id(), storeLabel(spec), fc.batchID, err)
 		}
 		pieces = append(pieces, rems)
+		// The upserts last: PartitionLike below reuses their numbers.
+		ups, err := ex.splitState(c, ch.upserts, spec)
+		if err != nil {
+			return nil, fmt.Errorf("operator %s%s: split state version %d by partition: %w", c.op.id(), storeLabel(spec), fc.batchID, err)
+		}
+		pieces = append(pieces, ups)
 		for p := range c.nParts {
 			// A whole-state commit is whole in every partition: each
 			// piece holds every live group of its partition (none, for a
@@ -128,7 +130,14 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 	// The output in partition order, each partition's rows in the order
 	// finish gave them: the partitioned path's order exactly, which an
 	// order-sensitive aggregate (First, Last) of a next operator sees.
-	outs, err := kernel.Partition(ex.mem, f.out, c.outKeys(), c.nParts)
+	var outs []arrow.RecordBatch
+	c.wpt.Shared = false // the output's pieces go on separately
+	if up := f.changes[""].upserts; f.outHead && up != nil && up.NumRows() > 0 && len(c.specs) == 1 {
+		// out is the head of the upserts, which were split last.
+		outs, err = c.wpt.PartitionLike(ex.mem, f.out, c.nParts)
+	} else {
+		outs, err = c.wpt.Partition(ex.mem, f.out, c.outKeys(), c.nParts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: split output by partition: %w", c.op.id(), err)
 	}
@@ -147,15 +156,20 @@ func (c *chainOp) outKeys() []int {
 }
 
 // splitState splits rec (state rows of spec, or its keys: the key columns
-// come first) into n pieces by partition, nil where a partition has no
-// rows. rec nil gives n nils.
-func (ex *executor) splitState(rec arrow.RecordBatch, spec storeSpec, n int) ([]arrow.RecordBatch, error) {
+// come first) into c.nParts pieces by partition, nil where a partition
+// has no rows. rec nil gives nils.
+func (ex *executor) splitState(c *chainOp, rec arrow.RecordBatch, spec storeSpec) ([]arrow.RecordBatch, error) {
 	if rec == nil || rec.NumRows() == 0 {
-		return make([]arrow.RecordBatch, n), nil
+		return make([]arrow.RecordBatch, c.nParts), nil
 	}
 	keys := make([]int, spec.key.NumFields())
 	for i := range keys {
 		keys[i] = i
 	}
-	return kernel.Partition(ex.mem, rec, keys, n)
+	// The stores encode the pieces and keep none of them, nor anything
+	// that points into them: the pieces may share one buffer per column,
+	// and their buffers are recycled (the output's are not: what follows
+	// may keep strings that point into them).
+	c.wpt.Shared = true
+	return c.wpt.Partition(c.wmem, rec, keys, c.nParts)
 }

@@ -196,3 +196,37 @@ func TestCommitReadsNothing(t *testing.T) {
 		t.Fatalf("Commit made %d file-system calls", c)
 	}
 }
+
+// TestMaintainAfterAFullDeltaReadsNothing: a version committed full is its
+// own base, so Maintain of it has nothing to do and must not list the
+// folder (it runs after every batch); after an ordinary delta it lists.
+func TestMaintainAfterAFullDeltaReadsNothing(t *testing.T) {
+	mem := newMem(t)
+	ffs := &faultFS{}
+	st, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{FS: ffs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, st, mem, 1, 100)
+	ctx := context.Background()
+	rows := buildUpserts(mem, []row{{user: "a", count: 1}, {user: "b", count: 2}})
+	defer rows.Release()
+	if err := s.CommitFull(ctx, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	before := ffs.reads.Load()
+	if err := s.Maintain(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := ffs.reads.Load() - before; r != 0 {
+		t.Fatalf("Maintain of a full version made %d read or list calls", r)
+	}
+	commitRows(t, s, mem, 1, []row{{user: "c", count: 3}}, nil)
+	before = ffs.reads.Load()
+	if err := s.Maintain(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ffs.reads.Load() == before {
+		t.Fatal("Maintain of an ordinary delta listed nothing: the test does not see listings")
+	}
+}

@@ -541,6 +541,15 @@ func (s *Store) Maintain(ctx context.Context, committed int64) error {
 	if committed < 0 {
 		return nil
 	}
+	s.full.mu.Lock()
+	full := s.full.m[committed]
+	s.full.mu.Unlock()
+	if full && s.opts.SnapshotEvery >= 1 {
+		// committed's delta is full, so committed is its own base: no
+		// snapshot is due, and the folder need not be listed (a listing
+		// per batch cost more than the rest of the pass).
+		return nil
+	}
 	defer s.full.beginMaintain(committed)()
 	l, err := s.list(ctx)
 	if err != nil {

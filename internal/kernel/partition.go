@@ -44,6 +44,8 @@ type Partitioner struct {
 	h                []uint64
 	start, part, idx []int32
 	dest, pos        []int32
+	// numbered is the row count of part's numbers (PartitionLike).
+	numbered int
 }
 
 // Partition is the package's Partition, reusing p's scratch.
@@ -65,6 +67,7 @@ func (pt *Partitioner) partition(mem memory.Allocator, rec arrow.RecordBatch, ke
 	if len(keyCols) == 0 {
 		return nil, fmt.Errorf("%w: partition: no key columns", batch.ErrAggSchema)
 	}
+	pt.numbered = 0
 	rows := int(rec.NumRows())
 	out := make([]arrow.RecordBatch, n)
 	if rows == 0 {
@@ -88,8 +91,39 @@ func (pt *Partitioner) partition(mem memory.Allocator, rec arrow.RecordBatch, ke
 	pt.start = aggGrow(pt.start[:0], n+1)
 	clear(pt.start)
 	pt.part = scratchOf(pt.part, rows)
+	partitionNumbers(h, n, pt.part, pt.start[1:])
+	pt.numbered = rows
+	return pt.split(mem, rec, n, scatter, out)
+}
+
+// PartitionLike splits rec the way the last Partition (or PartitionLike)
+// call split its record's first rec.NumRows() rows, without hashing: for a record whose
+// rows are, in order, the first rows of that record (the same keys), it
+// gives what Partition would. It fails when the last call had fewer rows
+// or none.
+func (pt *Partitioner) PartitionLike(mem memory.Allocator, rec arrow.RecordBatch, n int) ([]arrow.RecordBatch, error) {
+	rows := int(rec.NumRows())
+	out := make([]arrow.RecordBatch, n)
+	if rows == 0 {
+		return out, nil
+	}
+	if rows > pt.numbered || len(pt.start) != n+1 {
+		return nil, fmt.Errorf("%w: partition like: %d rows in %d partitions after a partitioning of %d rows in %d", batch.ErrAggSchema, rows, n, pt.numbered, len(pt.start)-1)
+	}
+	pt.numbered = rows
+	clear(pt.start)
+	pt.part = pt.part[:rows]
+	for _, p := range pt.part {
+		pt.start[p+1]++
+	}
+	return pt.split(mem, rec, n, true, out)
+}
+
+// split is Partition's second half: rec's rows by the partition numbers
+// pt.part, with pt.start[p+1] holding partition p's row count.
+func (pt *Partitioner) split(mem memory.Allocator, rec arrow.RecordBatch, n int, scatter bool, out []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	rows := int(rec.NumRows())
 	start, part := pt.start, pt.part
-	partitionNumbers(h, n, part, start[1:])
 	for p := range n {
 		if int(start[p+1]) == rows {
 			rec.Retain()

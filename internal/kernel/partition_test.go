@@ -320,3 +320,72 @@ func TestPartitionerSharedMatchesGather(t *testing.T) {
 		rec.Release()
 	}
 }
+
+// TestPartitionLike: splitting the first k rows of the record last
+// partitioned, without hashing, gives what partitioning them gives; a
+// record longer than that, or another partition count, is refused.
+func TestPartitionLike(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rng := rand.New(rand.NewPCG(5, 8))
+	for _, shared := range []bool{false, true} {
+		pt := Partitioner{Shared: shared}
+		var cols []arrow.Array
+		var names []string
+		for _, dt := range gbKeyTypes {
+			cols = append(cols, gbGen(mem, dt, 2000, rng, 0.1))
+			names = append(names, fmt.Sprintf("c%d", len(names)))
+		}
+		rec := gbRecord(names, cols...)
+		for _, k := range []int64{2000, 1999, 700, 1, 0} {
+			all, err := pt.Partition(mem, rec, []int{0, 2}, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			releaseAllRecs(all)
+			head := rec.NewSlice(0, k)
+			like, err := pt.PartitionLike(mem, head, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := partition(mem, head, []int{0, 2}, 7, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := range 7 {
+				if (like[p] == nil) != (want[p] == nil) {
+					t.Fatalf("shared %v, %d rows, partition %d: like nil %v, want nil %v", shared, k, p, like[p] == nil, want[p] == nil)
+				}
+				if want[p] != nil {
+					gbEqualRecords(t, fmt.Sprintf("shared %v, %d rows, partition %d", shared, k, p), like[p], want[p])
+				}
+			}
+			releaseAllRecs(like)
+			releaseAllRecs(want)
+			head.Release()
+		}
+		ten, five := rec.NewSlice(0, 10), rec.NewSlice(0, 5)
+		all, err := pt.Partition(mem, ten, []int{0}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releaseAllRecs(all)
+		if _, err := pt.PartitionLike(mem, rec, 7); err == nil {
+			t.Fatal("PartitionLike of 2000 rows after a partitioning of 10: no error")
+		}
+		if _, err := pt.PartitionLike(mem, five, 3); err == nil {
+			t.Fatal("PartitionLike in 3 partitions after a partitioning in 7: no error")
+		}
+		ten.Release()
+		five.Release()
+		rec.Release()
+	}
+}
+
+func releaseAllRecs(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+}

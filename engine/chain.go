@@ -75,10 +75,10 @@ type chainOp struct {
 	single bool
 	// wpt is the single table's partitioning scratch, wmem the allocator
 	// of the pieces it splits (whole.go).
-	wpt    kernel.Partitioner
-	wmem   *recycler
-	st     [][]stateStore // per state partition, per spec
-	disk   bool           // st holds DiskStores: partitions hold only the batch's groups
+	wpt  kernel.Partitioner
+	wmem *recycler
+	st   [][]stateStore // per state partition, per spec
+	disk bool           // st holds DiskStores: partitions hold only the batch's groups
 	// pending holds each partition's input rows of this batch, in order.
 	pending [][]pendingRec
 	// pt is the partitioning scratch of the rows fed in input order

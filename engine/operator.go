@@ -120,7 +120,7 @@ type finishCtx struct {
 // finished is a partition's result of one batch. The executor releases
 // every record in it.
 type finished struct {
-	out     arrow.RecordBatch // nil for no rows
+	out arrow.RecordBatch // nil for no rows
 	// outHead says out's rows are, in order, the first rows of the upserts
 	// of store "" (the same keys first): a split by partition of the
 	// upserts splits out too (whole.go).

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/onceflow/onceflow/batch"
 )
 
 // One working table for all state partitions.
@@ -63,19 +66,26 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 	if c.wmem == nil {
 		c.wmem = newRecycler(ex.mem)
 	}
-	part := c.parts[0]
 	pending := c.pending[0]
 	c.pending[0] = pending[:0]
 	var err error
 	for _, pr := range pending {
-		if err == nil {
-			err = part.merge(ctx, pr.side, pr.rec)
+		if err = c.parts[0].merge(ctx, pr.side, pr.rec); err != nil {
+			break
 		}
+	}
+	if errors.Is(err, batch.ErrSumOverflow) && ex.mergeNet(ctx, c, pending, fc.batchID-1) == nil {
+		// Where the net sums overflow too, the row's error above names
+		// where the sum first left the range.
+		err = nil
+	}
+	for _, pr := range pending {
 		pr.rec.Release()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: %w", c.op.id(), err)
 	}
+	part := c.parts[0]
 	f, err := part.finish(ctx, fc)
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: %w", c.op.id(), err)
@@ -172,4 +182,83 @@ func (ex *executor) splitState(c *chainOp, rec arrow.RecordBatch, spec storeSpec
 	// may keep strings that point into them).
 	c.wpt.Shared = true
 	return c.wpt.Partition(c.wmem, rec, keys, c.nParts)
+}
+
+// mergeNet is the merge of a batch whose rows took an integer sum past
+// the int64 range on their way, row by row: the batch is merged again
+// into the committed state (version prev, reloaded from the stores) as
+// each group's net partial state (the batch folded into a fresh GroupBy,
+// then GroupBy.MergeState), so it fails only where a group's net result
+// is out of range. This is what the partitioned path's combiner did
+// (combine.go), the default before one working table, so a batch that
+// reached the sinks that way and was not committed replays here to the
+// same answer; and where row by row does not overflow, the answers are
+// the same either way (exact sums). The working table is replaced; the
+// records of pending stay the caller's.
+func (ex *executor) mergeNet(ctx context.Context, c *chainOp, pending []pendingRec, prev int64) error {
+	co, ok := c.op.(combinerOp)
+	if !ok {
+		return batch.ErrSumOverflow
+	}
+	gb, err := co.newCombiner()
+	if err != nil {
+		return err
+	}
+	if gb == nil {
+		return fmt.Errorf("%w (the aggregates do not combine exactly, so the batch is summed row by row)", batch.ErrSumOverflow)
+	}
+	defer gb.Release()
+	for _, pr := range pending {
+		if err := gb.Merge(pr.rec); err != nil {
+			return err
+		}
+	}
+	part, err := c.op.newPartition(0)
+	if err != nil {
+		return err
+	}
+	if err := ex.loadWhole(ctx, c, part, prev); err != nil {
+		part.release()
+		return err
+	}
+	st := gb.State()
+	err = part.(stateMerger).mergeState(st)
+	st.Release()
+	if err != nil {
+		part.release()
+		return err
+	}
+	c.parts[0].release()
+	c.parts[0] = part
+	return nil
+}
+
+// loadWhole loads version (-1: none) of every state partition of c into
+// part, in partition order.
+func (ex *executor) loadWhole(ctx context.Context, c *chainOp, part opPartition, version int64) error {
+	if version < 0 {
+		return nil
+	}
+	for p := range c.nParts {
+		for i, spec := range c.specs {
+			ld, ok := c.st[p][i].(interface {
+				Load(ctx context.Context, version int64) ([]arrow.RecordBatch, error)
+			})
+			if !ok {
+				return fmt.Errorf("partition %d%s: the store cannot load a version", p, storeLabel(spec))
+			}
+			recs, err := ld.Load(ctx, version)
+			if err != nil {
+				return fmt.Errorf("partition %d%s: load state version %d: %w", p, storeLabel(spec), version, err)
+			}
+			err = part.load(ctx, spec.name, recs)
+			for _, r := range recs {
+				r.Release()
+			}
+			if err != nil {
+				return fmt.Errorf("partition %d%s: load state version %d: %w", p, storeLabel(spec), version, err)
+			}
+		}
+	}
+	return nil
 }

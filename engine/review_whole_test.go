@@ -1,0 +1,256 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/memsink"
+	"github.com/onceflow/onceflow/storage"
+)
+
+// Review of "one working table" (whole.go): a group-by or row-per-window
+// aggregation in memory keeps one kernel.GroupBy for all its state
+// partitions and splits only its state changes and its output by
+// partition. The partitioned path (q.cfg.partitionedAgg) is the oracle:
+// every test compares the output (rows in order), the progress figures and
+// every committed state version, partition by partition, batch for batch,
+// with restarts from the checkpoint between batches and checkpoints that
+// change path between runs.
+
+// wholePaths says, per run of a query, whether it takes the partitioned
+// path (the oracle) or the one working table.
+type wholePaths struct {
+	name        string
+	partitioned func(run, runs int) bool
+}
+
+var (
+	wholeOracle = wholePaths{"partitioned", func(int, int) bool { return true }}
+	wholeVaries = []wholePaths{
+		{"whole", func(int, int) bool { return false }},
+		{"alternating, partitioned first", func(r, _ int) bool { return r%2 == 0 }},
+		{"alternating, whole first", func(r, _ int) bool { return r%2 == 1 }},
+		{"partitioned then whole", func(r, n int) bool { return r < n/2 }},
+		{"whole then partitioned", func(r, n int) bool { return r >= n/2 }},
+	}
+)
+
+type wholeRes struct {
+	out, progress, state []string
+	errs                 []string
+	batches              int64
+}
+
+type wholeCfg struct {
+	mode  OutputMode
+	parts int
+	ops   []string
+	// runs: the first runs-1 run one batch each (Once), the last the
+	// rest (AvailableNow); 0: one run a batch.
+	runs int
+	mem  memory.Allocator
+	// store wraps the checkpoint (nil: a local store).
+	store func(storage.Store) storage.Store
+	// keepGoing: a run's error is recorded, not fatal.
+	keepGoing bool
+}
+
+func wholeProgressLine(t *testing.T, p Progress) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch %d in %d", p.BatchID, p.NumInputRows)
+	for _, s := range p.Sinks {
+		fmt.Fprintf(&b, " out %d", s.NumOutputRows)
+	}
+	var ev []string
+	for k, v := range p.EventTime {
+		ev = append(ev, k+"="+v)
+	}
+	sort.Strings(ev)
+	fmt.Fprintf(&b, " event %v", ev)
+	for _, op := range p.StateOperators {
+		fmt.Fprintf(&b, "; %s total %d updated %d removed %d late %d parts %d", op.OperatorID, op.NumRowsTotal, op.NumRowsUpdated, op.NumRowsRemoved, op.NumRowsDroppedByWatermark, op.NumPartitions)
+		var cm []string
+		for k, v := range op.CustomMetrics {
+			if k == "numRowsCombined" || k == "numPartialGroups" {
+				continue
+			}
+			cm = append(cm, fmt.Sprint(k, "=", v))
+		}
+		sort.Strings(cm)
+		fmt.Fprintf(&b, " %v", cm)
+		if op.MemoryUsedBytes < 0 || (op.NumRowsTotal > 0) != (op.MemoryUsedBytes > 0) {
+			t.Errorf("batch %d operator %s: %d rows in %d bytes", p.BatchID, op.OperatorID, op.NumRowsTotal, op.MemoryUsedBytes)
+		}
+	}
+	return b.String()
+}
+
+// wholeRun runs stream over scripts, restarted from its checkpoint between
+// runs, each run on the path paths gives it.
+func wholeRun(t *testing.T, stream func([]Source) *Stream, scripts [][][][]revRow, c wholeCfg, paths wholePaths) wholeRes {
+	t.Helper()
+	cp := localStore(t)
+	if c.store != nil {
+		cp = c.store(cp)
+	}
+	sink := memsink.New("out")
+	var res wholeRes
+	var mu sync.Mutex
+	listen := WithProgressListener(func(p Progress) {
+		line := wholeProgressLine(t, p)
+		mu.Lock()
+		res.progress = append(res.progress, line)
+		res.batches = max(res.batches, p.BatchID+1)
+		mu.Unlock()
+	})
+	mk := func() []Source {
+		var srcs []Source
+		for i, s := range scripts {
+			srcs = append(srcs, &revScript{name: strconv.Itoa(i), batches: s})
+		}
+		return srcs
+	}
+	nb := 0
+	for _, s := range scripts {
+		nb = max(nb, len(s))
+	}
+	runs := c.runs
+	if runs == 0 {
+		runs = nb + 1
+	}
+	parts := c.parts
+	if parts == 0 {
+		parts = 3
+	}
+	for i := range runs {
+		trig := Once()
+		if i == runs-1 {
+			trig = AvailableNow()
+		}
+		opts := []Option{WithCheckpoint(cp), WithSink(sink), WithTrigger(trig), WithOutputMode(c.mode),
+			WithStatePartitions(parts), WithSnapshotEvery(3), listen}
+		if c.mem != nil {
+			opts = append(opts, WithAllocator(c.mem))
+		}
+		q, err := NewQuery(stream(mk()), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.partitionedAgg = paths.partitioned(i, runs)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err = q.Run(ctx)
+		cancel()
+		if err != nil {
+			if !c.keepGoing {
+				t.Fatalf("%s: run %d: %v", paths.name, i, err)
+			}
+			res.errs = append(res.errs, fmt.Sprintf("run %d: %s", i, wholeErrText(err)))
+		}
+	}
+	for _, id := range sink.BatchIDs() {
+		for _, r := range sink.Batch(id) {
+			res.out = append(res.out, fmt.Sprint(id, r))
+		}
+	}
+	res.state = stateVersions(t, cp, stream(mk()), c.mode, c.ops, parts, res.batches)
+	return res
+}
+
+// wholeErrText is an error without what names a partition (the two paths
+// say "operator g partition 2: ..." and "operator g: ..."), kept to what
+// the input decides: its kind and the group it names.
+func wholeErrText(err error) string {
+	switch {
+	case errors.Is(err, batch.ErrSumOverflow):
+		s := err.Error()
+		if i := strings.Index(s, "merchant="); i >= 0 {
+			return "sum overflow " + s[i:]
+		}
+		return "sum overflow"
+	default:
+		return err.Error()
+	}
+}
+
+// wholeCompare runs the oracle and every path pattern and compares them.
+func wholeCompare(t *testing.T, stream func([]Source) *Stream, scripts [][][][]revRow, c wholeCfg) {
+	t.Helper()
+	want := wholeRun(t, stream, scripts, c, wholeOracle)
+	if len(want.out) == 0 && len(want.errs) == 0 {
+		t.Fatal("the oracle has no output")
+	}
+	for _, paths := range wholeVaries {
+		got := wholeRun(t, stream, scripts, c, paths)
+		for _, cmp := range []struct {
+			what     string
+			got, exp []string
+		}{{"errors", got.errs, want.errs}, {"output", got.out, want.out}, {"progress", got.progress, want.progress}, {"state", got.state, want.state}} {
+			if a, b := strings.Join(cmp.got, "\n"), strings.Join(cmp.exp, "\n"); a != b {
+				t.Errorf("%s: %s differs from the partitioned path:\n%s", paths.name, cmp.what, firstDiff(cmp.got, cmp.exp))
+			}
+		}
+	}
+}
+
+func wholeScripts(seed uint64, sources, batches int) [][][][]revRow {
+	var scripts [][][][]revRow
+	for i := range max(1, sources) {
+		scripts = append(scripts, revGen(seed*131+uint64(i), batches))
+	}
+	return scripts
+}
+
+// TestReviewWholeRestartEquivalence: group-bys and windows in every output
+// mode, restarted between batches, on checkpoints that change path from
+// run to run (partitioned first, whole first, alternating): output,
+// progress and every state version, partition by partition, are the
+// partitioned path's.
+func TestReviewWholeRestartEquivalence(t *testing.T) {
+	c := batch.Col
+	cases := []struct {
+		name   string
+		mode   OutputMode
+		ops    []string
+		stream func([]Source) *Stream
+	}{
+		{"group by k,n/update", Update, []string{"g"}, func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k", "n").ID("g").Agg(revAggs()...)
+		}},
+		{"group by f (NaN, -0, nulls), b/complete", Complete, []string{"g"}, func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("f", "b").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.CountRows().As("rows"), batch.First(c("s")).As("fs"), batch.Last(c("k")).As("lk"))
+		}},
+		{"event time among the keys/update (eviction)", Update, []string{"g"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 2*time.Second).GroupBy("k", "ts").ID("g").Agg(revAggs()...)
+		}},
+		{"event time among the keys/append (eviction)", Append, []string{"g"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 2*time.Second).GroupBy("ts", "n").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
+		}},
+		{"tumbling window/append", Append, []string{"w"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).GroupByWindow(TumblingWindow("ts", 5*time.Second), "k", "n").ID("w").Agg(revAggs()...)
+		}},
+		{"tumbling window/update", Update, []string{"w"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).GroupByWindow(TumblingWindow("ts", 5*time.Second), "k").ID("w").Agg(revAggs()...)
+		}},
+		{"tumbling window/complete", Complete, []string{"w"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).GroupByWindow(TumblingWindow("ts", 5*time.Second), "n").ID("w").Agg(batch.Sum(c("v")).As("sv"), batch.First(c("k")).As("fk"))
+		}},
+		{"sliding window (a row per window)/update", Update, []string{"w"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 4*time.Second).GroupByWindow(SlidingWindow("ts", 12*time.Second, 4*time.Second), "k").ID("w").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wholeCompare(t, tc.stream, wholeScripts(uint64(len(tc.name)), 1, 8), wholeCfg{mode: tc.mode, ops: tc.ops})
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
@@ -63,6 +64,8 @@ type wholeCfg struct {
 	store func(storage.Store) storage.Store
 	// keepGoing: a run's error is recorded, not fatal.
 	keepGoing bool
+	// knob sets test knobs on run's query (after NewQuery).
+	knob func(q *Query, run int)
 }
 
 func wholeProgressLine(t *testing.T, p Progress) string {
@@ -88,7 +91,7 @@ func wholeProgressLine(t *testing.T, p Progress) string {
 		}
 		sort.Strings(cm)
 		fmt.Fprintf(&b, " %v", cm)
-		if op.MemoryUsedBytes < 0 || (op.NumRowsTotal > 0) != (op.MemoryUsedBytes > 0) {
+		if op.MemoryUsedBytes < 0 || op.NumRowsTotal > 0 && op.MemoryUsedBytes == 0 {
 			t.Errorf("batch %d operator %s: %d rows in %d bytes", p.BatchID, op.OperatorID, op.NumRowsTotal, op.MemoryUsedBytes)
 		}
 	}
@@ -147,6 +150,9 @@ func wholeRun(t *testing.T, stream func([]Source) *Stream, scripts [][][][]revRo
 			t.Fatal(err)
 		}
 		q.cfg.partitionedAgg = paths.partitioned(i, runs)
+		if c.knob != nil {
+			c.knob(q, i)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		err = q.Run(ctx)
 		cancel()
@@ -252,5 +258,151 @@ func TestReviewWholeRestartEquivalence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wholeCompare(t, tc.stream, wholeScripts(uint64(len(tc.name)), 1, 8), wholeCfg{mode: tc.mode, ops: tc.ops})
 		})
+	}
+}
+
+// TestReviewWholeKeyTypes: keys of every type the hash and the table take
+// (large strings, binary, int8, int64, uint64, float32 with NaN and -0,
+// timestamps, nulls), several at once, with eviction: removed keys and
+// upserts land in the partitions the partitioned path puts them in.
+func TestReviewWholeKeyTypes(t *testing.T) {
+	c := batch.Col
+	typed := func(s []Source) *Stream {
+		return ReadStream(s...).WithWatermark("ts", 3*time.Second).Select(
+			batch.As(batch.Cast(c("k"), arrow.BinaryTypes.LargeString), "lk"),
+			batch.As(batch.Cast(c("s"), arrow.BinaryTypes.Binary), "bs"),
+			batch.As(batch.Cast(batch.Mod(c("n"), batch.Lit(int32(100))), arrow.PrimitiveTypes.Int8), "i8"),
+			batch.As(batch.Cast(c("n"), arrow.PrimitiveTypes.Int64), "n64"),
+			batch.As(batch.Cast(c("u"), arrow.PrimitiveTypes.Uint64), "u64"),
+			batch.As(batch.Cast(c("f"), arrow.PrimitiveTypes.Float32), "f32"),
+			batch.As(c("ts"), "ts"), batch.As(c("v"), "v"), batch.As(c("b"), "b"), batch.As(c("s"), "s"))
+	}
+	aggs := func() []batch.Agg {
+		return []batch.Agg{batch.Sum(c("v")).As("sv"), batch.CountRows().As("rows"), batch.First(c("s")).As("fs"), batch.Last(c("v")).As("lv")}
+	}
+	cases := []struct {
+		name   string
+		mode   OutputMode
+		ops    []string
+		stream func([]Source) *Stream
+	}{
+		{"large string, int8/update", Update, []string{"g"}, func(s []Source) *Stream {
+			return typed(s).GroupBy("lk", "i8").ID("g").Agg(aggs()...)
+		}},
+		{"binary, bool, float32/complete", Complete, []string{"g"}, func(s []Source) *Stream {
+			return typed(s).GroupBy("bs", "b", "f32").ID("g").Agg(aggs()...)
+		}},
+		{"float32, int64, ts/update (eviction)", Update, []string{"g"}, func(s []Source) *Stream {
+			return typed(s).GroupBy("f32", "n64", "ts").ID("g").Agg(aggs()...)
+		}},
+		{"uint64, large string, ts/append (eviction)", Append, []string{"g"}, func(s []Source) *Stream {
+			return typed(s).GroupBy("ts", "u64", "lk").ID("g").Agg(aggs()...)
+		}},
+		{"window over large string, int8/append", Append, []string{"w"}, func(s []Source) *Stream {
+			return typed(s).GroupByWindow(TumblingWindow("ts", 6*time.Second), "lk", "i8").ID("w").Agg(aggs()...)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wholeCompare(t, tc.stream, wholeScripts(uint64(len(tc.name)), 1, 8), wholeCfg{mode: tc.mode, ops: tc.ops})
+		})
+	}
+}
+
+// TestReviewWholeChains: an aggregation on one table after another
+// operator and before another (windows then windows, a group-by whose
+// groups close then a window, dedup then group by, join then group by),
+// with order-sensitive aggregates (First, Last) downstream, which see the
+// upstream operator's output order.
+func TestReviewWholeChains(t *testing.T) {
+	c := batch.Col
+	cases := []struct {
+		name    string
+		mode    OutputMode
+		ops     []string
+		sources int
+		stream  func([]Source) *Stream
+	}{
+		{"window then window/append", Append, []string{"w", "w2"}, 1, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).
+				GroupByWindow(TumblingWindow("ts", 5*time.Second), "k", "n").ID("w").
+				Agg(batch.Sum(c("v")).As("sv"), batch.CountRows().As("c"), batch.Last(c("s")).As("ls"), batch.First(c("b")).As("fb")).
+				Select(batch.As(c("window_start"), "slot"), batch.As(c("window_end"), "slot_end"), batch.As(c("n"), "n"), batch.As(c("k"), "k"), batch.As(c("sv"), "sv"), batch.As(c("ls"), "ls"), batch.As(c("fb"), "fb")).
+				GroupByWindow(TumblingWindow("slot", 20*time.Second), "n").ID("w2").
+				Agg(batch.Sum(c("sv")).As("total"), batch.First(c("k")).As("fk"), batch.Last(c("k")).As("lk"), batch.First(c("ls")).As("fls"), batch.Last(c("fb")).As("lfb"))
+		}},
+		{"group by closing groups then window/append", Append, []string{"g", "w"}, 1, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 2*time.Second).
+				GroupBy("ts", "k").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls")).
+				GroupByWindow(TumblingWindow("ts", 10*time.Second)).ID("w").
+				Agg(batch.First(c("k")).As("fk"), batch.Last(c("k")).As("lk"), batch.First(c("sv")).As("fsv"), batch.Last(c("ls")).As("lls"), batch.Sum(c("sv")).As("total"))
+		}},
+		{"window then group by window_end/update", Append, []string{"w", "g"}, 1, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).
+				GroupByWindow(TumblingWindow("ts", 5*time.Second), "k").ID("w").Agg(batch.Sum(c("v")).As("sv")).
+				GroupBy("window_end").ID("g").Agg(batch.First(c("k")).As("fk"), batch.Last(c("k")).As("lk"), batch.Sum(c("sv")).As("total"))
+		}},
+		{"dedup then group by/update", Update, []string{"d", "g"}, 1, func(s []Source) *Stream {
+			return ReadStream(s...).DropDuplicates("k", "s").ID("d").GroupBy("n").ID("g").Agg(batch.First(c("k")).As("fk"), batch.Last(c("s")).As("ls"), batch.Sum(c("v")).As("sv"))
+		}},
+		{"join then group by/update", Update, []string{"g"}, 2, func(s []Source) *Stream {
+			right := ReadStream(s[1]).Select(batch.As(c("k"), "rk"), batch.As(c("s"), "rs"), batch.As(c("v"), "rv"))
+			return ReadStream(s[0]).Join(right, Inner, On("k", "rk")).ID("j").
+				GroupBy("n", "rs").ID("g").Agg(batch.Sum(c("rv")).As("srv"), batch.First(c("rk")).As("fk"), batch.Last(c("v")).As("lv"))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wholeCompare(t, tc.stream, wholeScripts(uint64(len(tc.name)), tc.sources, 8), wholeCfg{mode: tc.mode, ops: tc.ops})
+		})
+	}
+}
+
+// TestReviewWholePartitionCounts: 1, 3 and 8 state partitions (8 is the
+// default: most partitions hold no group, and a whole-state commit writes
+// every one of them).
+func TestReviewWholePartitionCounts(t *testing.T) {
+	c := batch.Col
+	stream := func(s []Source) *Stream {
+		return ReadStream(s...).WithWatermark("ts", 2*time.Second).GroupBy("k", "ts").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
+	}
+	win := func(s []Source) *Stream {
+		return ReadStream(s...).WithWatermark("ts", 3*time.Second).GroupByWindow(TumblingWindow("ts", 5*time.Second), "n").ID("w").Agg(batch.Sum(c("v")).As("sv"), batch.First(c("k")).As("fk"))
+	}
+	for _, p := range []int{1, 3, 8} {
+		t.Run(fmt.Sprint("group by/update/", p), func(t *testing.T) {
+			wholeCompare(t, stream, wholeScripts(uint64(p), 1, 8), wholeCfg{mode: Update, ops: []string{"g"}, parts: p})
+		})
+		t.Run(fmt.Sprint("window/append/", p), func(t *testing.T) {
+			wholeCompare(t, win, wholeScripts(uint64(p)+7, 1, 8), wholeCfg{mode: Append, ops: []string{"w"}, parts: p})
+		})
+	}
+}
+
+// TestReviewWholeChangedPartitionsRefused: the checkpoint records P; a
+// restart with another P is refused on either path, and the state is left
+// as it was.
+func TestReviewWholeChangedPartitionsRefused(t *testing.T) {
+	stream := func(s Source) *Stream {
+		return ReadStream(s).GroupBy("k").ID("g").Agg(batch.Sum(batch.Col("v")).As("sv"))
+	}
+	script := revGen(3, 4)
+	for _, partitioned := range []bool{false, true} {
+		cp := localStore(t)
+		for i, p := range []int{3, 5, 1, 3} {
+			q, err := NewQuery(stream(&revScript{batches: script}), WithCheckpoint(cp), WithSink(memsink.New("out")), WithTrigger(Once()), WithStatePartitions(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.cfg.partitionedAgg = partitioned && i > 0
+			err = q.Run(context.Background())
+			if (p != 3) != (err != nil) {
+				t.Errorf("partitioned %v: run %d with %d partitions (checkpoint: 3): error %v", partitioned, i, p, err)
+			}
+		}
+		got := stateVersions(t, cp, stream(&revScript{batches: script}), Update, []string{"g"}, 3, 2)
+		if len(got) != 6 {
+			t.Errorf("partitioned %v: state %v", partitioned, got)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
+	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -537,4 +538,66 @@ func TestReviewWholeHalfCommittedVersion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReviewWholeOverflowAndBackAsBefore: a batch whose rows take a
+// group's running sum past int64 and back by its end (100, then
+// MaxInt64-50, -100 and 0) succeeded with the exact sum on the default
+// path before one working table (partitioned, the adaptive combiner adds
+// the batch's net sum: combine.go documents it). The one table adds row by
+// row and fails it. So a checkpoint written before the change whose newest
+// batch reached the sinks but not commits/N replays N with the new code
+// into a failure, on every restart: the query can never pass a batch the
+// sinks already hold, which combine.go's rule "a replay must not turn a
+// failed batch into an emitted one or the other way round" forbids.
+func TestReviewWholeOverflowAndBackAsBefore(t *testing.T) {
+	script := [][]payRow{
+		{{id: "a", merchant: "m", sec: 1, amount: 100}, {id: "b", merchant: "n", sec: 1, amount: 1}},
+		{{id: "c", merchant: "m", sec: 2, amount: math.MaxInt64 - 50}, {id: "d", merchant: "m", sec: 2, amount: -100}, {id: "e", merchant: "m", sec: 2, amount: 0}},
+	}
+	stream := func(src Source) *Stream {
+		return ReadStream(src).GroupBy("merchant").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total"))
+	}
+	sink := memsink.New("out")
+	cp := localStore(t)
+	run := func(partitioned bool, store storage.Store) error {
+		q, err := NewQuery(stream(&payScript{batches: script}), WithCheckpoint(store), WithSink(sink), WithTrigger(AvailableNow()), WithStatePartitions(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.partitionedAgg = partitioned // the combiner at its default
+		return q.Run(context.Background())
+	}
+	// Before the change: batch 1 reaches the sink, and its commit is lost.
+	lost := &wholeLoseCommit{Store: cp, name: checkpoint.CommitFile(1)}
+	if err := run(true, lost); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("the run before the change: %v", err)
+	}
+	before := fmt.Sprint(sink.All())
+	// After the change: batch 1 is replayed from its entry.
+	for i := range 2 {
+		if err := run(false, cp); err != nil {
+			t.Errorf("restart %d on one working table replays batch 1, which the sink holds (%s): %v", i, before, err)
+		}
+	}
+}
+
+// wholeLoseCommit fails the write of one commit entry.
+type wholeLoseCommit struct {
+	storage.Store
+	name string
+}
+
+func (s *wholeLoseCommit) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	if name == s.name {
+		return errors.New("injected: commit lost")
+	}
+	return s.Store.PutIfAbsent(ctx, name, data)
+}
+
+func (s *wholeLoseCommit) Put(ctx context.Context, name string, data []byte) error {
+	if name == s.name {
+		return errors.New("injected: commit lost")
+	}
+	return s.Store.Put(ctx, name, data)
 }

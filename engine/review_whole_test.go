@@ -601,3 +601,96 @@ func (s *wholeLoseCommit) Put(ctx context.Context, name string, data []byte) err
 	}
 	return s.Store.Put(ctx, name, data)
 }
+
+// TestReviewWholeNoLeak: one working table releases every buffer it takes
+// from the query's allocator: output and state split by partition, the
+// table's restart from partitions loaded in turn, a batch whose merge
+// overflows, a version whose commit fails in one partition, and a restart
+// whose load fails in one partition while the next ones wait their turn.
+func TestReviewWholeNoLeak(t *testing.T) {
+	c := batch.Col
+	cases := []struct {
+		name   string
+		mode   OutputMode
+		ops    []string
+		stream func([]Source) *Stream
+	}{
+		{"group by/update", Update, []string{"g"}, func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k", "n").ID("g").Agg(revAggs()...)
+		}},
+		{"event time key/update", Update, []string{"g"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 2*time.Second).GroupBy("k", "ts").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
+		}},
+		{"window/complete", Complete, []string{"g"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).GroupByWindow(TumblingWindow("ts", 5*time.Second), "k").ID("g").Agg(batch.Sum(c("v")).As("sv"))
+		}},
+		{"window then group by/append", Append, []string{"w", "g"}, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).
+				GroupByWindow(TumblingWindow("ts", 5*time.Second), "k").ID("w").Agg(batch.Sum(c("v")).As("sv")).
+				GroupBy("window_end").ID("g").Agg(batch.First(c("k")).As("fk"), batch.Sum(c("sv")).As("total"))
+		}},
+	}
+	scripts := wholeScripts(5, 1, 6)
+	for _, tc := range cases {
+		for _, paths := range wholeVaries[:2] {
+			t.Run(tc.name+"/"+paths.name, func(t *testing.T) {
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				wholeRun(t, tc.stream, scripts, wholeCfg{mode: tc.mode, ops: tc.ops, mem: mem, parts: 4}, paths)
+				mem.AssertSize(t, 0)
+			})
+		}
+	}
+	groupBy := func(s []Source) *Stream {
+		return ReadStream(s...).GroupBy("k").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
+	}
+	t.Run("overflow", func(t *testing.T) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		res := wholeRun(t, groupBy, [][][][]revRow{wholeOverflowScript()}, wholeCfg{mode: Update, ops: []string{"g"}, mem: mem, keepGoing: true, runs: 4}, wholeVaries[0])
+		if len(res.errs) != 2 {
+			t.Errorf("errors %v", res.errs)
+		}
+		mem.AssertSize(t, 0)
+	})
+	t.Run("commit fails in one partition", func(t *testing.T) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		res := wholeRun(t, groupBy, scripts, wholeCfg{mode: Update, ops: []string{"g"}, mem: mem, keepGoing: true, parts: 4,
+			store: func(s storage.Store) storage.Store {
+				return &wholeFailStore{Store: s, fail: map[string]bool{fmt.Sprintf("state/g/2/%020d.delta", 3): true}}
+			}}, wholeVaries[0])
+		if len(res.errs) != 1 {
+			t.Errorf("errors %v", res.errs)
+		}
+		mem.AssertSize(t, 0)
+	})
+	for _, bad := range []int{0, 1, 3} {
+		t.Run(fmt.Sprint("load fails in partition ", bad), func(t *testing.T) {
+			cp := localStore(t)
+			sink := memsink.New("out")
+			for range 3 {
+				q, err := NewQuery(groupBy([]Source{&revScript{batches: scripts[0]}}), WithCheckpoint(cp), WithSink(sink), WithTrigger(Once()), WithStatePartitions(4))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := q.Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := cp.Put(context.Background(), fmt.Sprintf("state/g/%d/%020d.delta", bad, 2), []byte("not a state file")); err != nil {
+				t.Fatal(err)
+			}
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			q, err := NewQuery(groupBy([]Source{&revScript{batches: scripts[0]}}), WithCheckpoint(cp), WithSink(sink), WithTrigger(Once()), WithStatePartitions(4), WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			err = q.Run(ctx)
+			timedOut := ctx.Err() != nil
+			cancel()
+			if err == nil || timedOut || !strings.Contains(err.Error(), fmt.Sprint("partition ", bad)) {
+				t.Errorf("restart over a bad state file in partition %d: %v", bad, err)
+			}
+			mem.AssertSize(t, 0)
+		})
+	}
+}

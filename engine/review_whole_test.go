@@ -88,7 +88,7 @@ func wholeProgressLine(t *testing.T, p Progress) string {
 	sort.Strings(ev)
 	fmt.Fprintf(&b, " event %v", ev)
 	for _, op := range p.StateOperators {
-		fmt.Fprintf(&b, "; %s total %d updated %d removed %d late %d parts %d", op.OperatorID, op.NumRowsTotal, op.NumRowsUpdated, op.NumRowsRemoved, op.NumRowsDroppedByWatermark, op.NumPartitions)
+		fmt.Fprintf(&b, "; %s (%s) total %d updated %d removed %d late %d parts %d", op.OperatorID, op.OperatorName, op.NumRowsTotal, op.NumRowsUpdated, op.NumRowsRemoved, op.NumRowsDroppedByWatermark, op.NumPartitions)
 		var cm []string
 		for k, v := range op.CustomMetrics {
 			if k == "numRowsCombined" || k == "numPartialGroups" {
@@ -693,4 +693,49 @@ func TestReviewWholeNoLeak(t *testing.T) {
 			mem.AssertSize(t, 0)
 		})
 	}
+}
+
+// TestReviewWholeRowWindowsAdopted: a sliding window in append mode is
+// computed by panes, unless the checkpoint holds it a row per window
+// (written before panes): then adoptRows turns it back into a
+// row-per-window aggregation, on one working table. Checkpoints written
+// in that form by either path continue on the other.
+func TestReviewWholeRowWindowsAdopted(t *testing.T) {
+	c := batch.Col
+	stream := func(s []Source) *Stream {
+		return ReadStream(s...).WithWatermark("ts", 4*time.Second).
+			GroupByWindow(SlidingWindow("ts", 12*time.Second, 4*time.Second), "k").ID("w").
+			Agg(batch.Sum(c("v")).As("sv"), batch.First(c("s")).As("fs"), batch.Last(c("n")).As("ln"), batch.CountRows().As("rows"))
+	}
+	// The first run writes the row-per-window form; later runs adopt it.
+	knob := func(q *Query, run int) { q.cfg.rowWindows = run == 0 }
+	wholeCompare(t, stream, wholeScripts(21, 1, 8), wholeCfg{mode: Append, ops: []string{"w"}, knob: knob})
+}
+
+// TestReviewWholeLargeState: thousands of groups per partition (the
+// stores' loads return runs of stored rows as slices of their records),
+// most of them changed in some batches and few in others (full and
+// partial commits), evicted by the watermark, restarted between batches.
+func TestReviewWholeLargeState(t *testing.T) {
+	c := batch.Col
+	var script [][][]revRow
+	for b := range 6 {
+		var recs [][]revRow
+		keys := 6000
+		if b%2 == 1 {
+			keys = 40 // few groups change: a partial commit
+		}
+		for r := range 3 {
+			var rows []revRow
+			for i := r; i < keys; i += 3 {
+				rows = append(rows, revRow{k: fmt.Sprint("key-", (i*7+b)%keys), n: int32(i % 5), sec: int64(b*4 + i%3), v: int64(i), s: fmt.Sprint("s", i%11)})
+			}
+			recs = append(recs, rows)
+		}
+		script = append(script, recs)
+	}
+	stream := func(s []Source) *Stream {
+		return ReadStream(s...).WithWatermark("ts", 6*time.Second).GroupBy("k", "ts").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
+	}
+	wholeCompare(t, stream, [][][][]revRow{script}, wholeCfg{mode: Update, ops: []string{"g"}, parts: 3, runs: 5})
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
@@ -738,4 +740,107 @@ func TestReviewWholeLargeState(t *testing.T) {
 		return ReadStream(s...).WithWatermark("ts", 6*time.Second).GroupBy("k", "ts").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
 	}
 	wholeCompare(t, stream, [][][][]revRow{script}, wholeCfg{mode: Update, ops: []string{"g"}, parts: 3, runs: 5})
+}
+
+// wholePeakAlloc counts the bytes allocated and not yet freed, and their
+// peak.
+type wholePeakAlloc struct {
+	memory.Allocator
+	mu        sync.Mutex
+	cur, peak int64
+}
+
+func (a *wholePeakAlloc) add(n int64) {
+	a.mu.Lock()
+	a.cur += n
+	a.peak = max(a.peak, a.cur)
+	a.mu.Unlock()
+}
+
+func (a *wholePeakAlloc) Allocate(size int) []byte {
+	a.add(int64(size))
+	return a.Allocator.Allocate(size)
+}
+
+func (a *wholePeakAlloc) Reallocate(size int, b []byte) []byte {
+	a.add(int64(size - len(b)))
+	return a.Allocator.Reallocate(size, b)
+}
+
+func (a *wholePeakAlloc) Free(b []byte) {
+	a.add(-int64(len(b)))
+	a.Allocator.Free(b)
+}
+
+// wholeBigSource is one batch of recs records of rows rows each (ten
+// merchants), built with mem.
+type wholeBigSource struct {
+	mem        memory.Allocator
+	recs, rows int
+}
+
+func (s *wholeBigSource) Schema() *arrow.Schema { return paySchema }
+func (s *wholeBigSource) InitialOffset(context.Context) (json.RawMessage, error) {
+	return json.RawMessage("0"), nil
+}
+func (s *wholeBigSource) LatestOffset(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage("1"), nil
+}
+func (s *wholeBigSource) Read(_ context.Context, start, end json.RawMessage, emit func(arrow.RecordBatch) error) error {
+	if string(start) == string(end) {
+		return nil
+	}
+	for r := range s.recs {
+		ib := array.NewStringBuilder(s.mem)
+		mb := array.NewStringBuilder(s.mem)
+		tb := array.NewTimestampBuilder(s.mem, paySchema.Field(2).Type.(*arrow.TimestampType))
+		ab := array.NewInt64Builder(s.mem)
+		for i := range s.rows {
+			ib.Append("id")
+			mb.Append(fmt.Sprint("m", i%10))
+			tb.Append(arrow.Timestamp(r))
+			ab.Append(int64(i))
+		}
+		cols := []arrow.Array{ib.NewArray(), mb.NewArray(), tb.NewArray(), ab.NewArray()}
+		for _, b := range []array.Builder{ib, mb, tb, ab} {
+			b.Release()
+		}
+		rec := array.NewRecordBatch(paySchema, cols, int64(s.rows))
+		for _, c := range cols {
+			c.Release()
+		}
+		err := emit(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestReviewWholeBatchMemory: a large batch of few groups (200 records of
+// 2000 rows, ten merchants). The one table holds every record of the batch
+// (c.pending[0]) until finishWhole merges them; the default path before it
+// (partitioned, the adaptive combiner) held them too (the combiner keeps
+// the rows it folded for its overflow fallback). The one table's peak must
+// not exceed it.
+func TestReviewWholeBatchMemory(t *testing.T) {
+	peak := func(partitioned bool) int64 {
+		mem := &wholePeakAlloc{Allocator: memory.NewGoAllocator()}
+		q, err := NewQuery(ReadStream(&wholeBigSource{mem: mem, recs: 200, rows: 2000}).GroupBy("merchant").ID("totals").Agg(batch.Sum(batch.Col("amount")).As("total")),
+			WithCheckpoint(localStore(t)), WithSink(memsink.New("out")), WithTrigger(AvailableNow()), WithAllocator(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.cfg.partitionedAgg = partitioned // the combiner at its default
+		if err := q.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return mem.peak
+	}
+	before, whole := peak(true), peak(false)
+	t.Logf("peak bytes: default path before one working table %d, one working table %d", before, whole)
+	if whole > 4*before {
+		t.Errorf("one working table holds %d bytes at its peak for a batch of 400000 rows in ten groups, %.1fx the default path before it (%d)", whole, float64(whole)/float64(before), before)
+	}
 }

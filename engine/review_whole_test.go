@@ -844,3 +844,68 @@ func TestReviewWholeBatchMemory(t *testing.T) {
 		t.Errorf("one working table holds %d bytes at its peak for a batch of 400000 rows in ten groups, %.1fx the default path before it (%d)", whole, float64(whole)/float64(before), before)
 	}
 }
+
+// TestReviewWholePartitionsEmptiedAndRefilled: with 8 partitions, batches
+// whose groups the watermark evicts all at once (partitions emptied) while
+// others gain groups, then batches where most groups change (a whole-state
+// commit, decided over all partitions at once, writes the emptied ones as
+// empty full deltas) and where few do, in update and append mode, with
+// restarts between batches on alternating paths.
+func TestReviewWholePartitionsEmptiedAndRefilled(t *testing.T) {
+	row := func(k string, sec, v int64) revRow { return revRow{k: k, n: 1, sec: sec, v: v, s: k} }
+	var script [][][]revRow
+	var keys []string
+	for i := range 12 {
+		keys = append(keys, fmt.Sprint("key", i))
+	}
+	// 0: twelve groups at 1s. 1: two new groups at 30s (the watermark
+	// then passes 1s: the twelve are evicted at 2). 2: one of them
+	// changes. 3: a group at 60s, one at 30s changes. 4: nothing but
+	// late rows. 5: every group at 60s changes, two new.
+	var b0 []revRow
+	for i, k := range keys {
+		b0 = append(b0, row(k, 1, int64(i)))
+	}
+	script = append(script,
+		[][]revRow{b0[:5], b0[5:]},
+		[][]revRow{{row("x", 30, 1), row("y", 30, 2)}},
+		[][]revRow{{row("x", 30, 3)}},
+		[][]revRow{{row("z", 60, 4), row("y", 30, 5)}},
+		[][]revRow{{row("late", 1, 6)}},
+		[][]revRow{{row("z", 60, 7), row("w", 60, 8), row("u", 61, 9)}},
+		[][]revRow{{row("v", 90, 10)}},
+	)
+	c := batch.Col
+	for _, mode := range []OutputMode{Update, Append} {
+		t.Run(mode.String(), func(t *testing.T) {
+			stream := func(s []Source) *Stream {
+				return ReadStream(s...).WithWatermark("ts", 0).GroupBy("k", "ts").ID("g").Agg(batch.Sum(c("v")).As("sv"), batch.Last(c("s")).As("ls"))
+			}
+			cfg := wholeCfg{mode: mode, ops: []string{"g"}, parts: 8}
+			want := wholeRun(t, stream, [][][][]revRow{script}, cfg, wholeOracle)
+			// The scenario: some partition holds groups at a version and
+			// none at the next.
+			emptied := false
+			for i := 1; i < len(want.state); i++ {
+				prev, cur := want.state[i-1], want.state[i]
+				if strings.HasPrefix(cur, "g") && !strings.HasSuffix(prev, " []") && strings.HasSuffix(cur, " []") && prev[:3] == cur[:3] {
+					emptied = true
+				}
+			}
+			if !emptied {
+				t.Fatalf("no partition is emptied:\n%s", strings.Join(want.state, "\n"))
+			}
+			for _, paths := range wholeVaries {
+				got := wholeRun(t, stream, [][][][]revRow{script}, cfg, paths)
+				for _, cmp := range []struct {
+					what     string
+					got, exp []string
+				}{{"output", got.out, want.out}, {"progress", got.progress, want.progress}, {"state", got.state, want.state}} {
+					if a, b := strings.Join(cmp.got, "\n"), strings.Join(cmp.exp, "\n"); a != b {
+						t.Errorf("%s: %s differs from the partitioned path:\n%s", paths.name, cmp.what, firstDiff(cmp.got, cmp.exp))
+					}
+				}
+			}
+		})
+	}
+}

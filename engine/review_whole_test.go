@@ -971,3 +971,40 @@ func TestReviewWholePurgeAndSnapshots(t *testing.T) {
 	cfg := wholeCfg{mode: Update, ops: []string{"g"}, parts: 4, opts: []Option{WithMinBatchesToRetain(2), WithSnapshotEvery(1)}, fromVersion: 9}
 	wholeCompare(t, stream, wholeScripts(41, 1, 10), cfg)
 }
+
+// TestReviewWholeListStates: count distinct keeps a list per group in its
+// state, which the partitioned path never split (its input rows are
+// scalar, and the combiner leaves count distinct out); the one table
+// splits it by partition at every commit (kernel.Partition's take path).
+// Output, progress and state are the partitioned path's, and no buffer of
+// the query's allocator is left behind.
+func TestReviewWholeListStates(t *testing.T) {
+	c := batch.Col
+	aggs := func() []batch.Agg {
+		return []batch.Agg{batch.CountDistinct(c("s")).As("ds"), batch.CountDistinct(c("v")).As("dv"), batch.CountDistinct(c("f")).As("df"),
+			batch.CountDistinct(c("b")).As("db"), batch.Sum(c("v")).As("sv")}
+	}
+	cases := []struct {
+		name   string
+		mode   OutputMode
+		stream func([]Source) *Stream
+	}{
+		{"group by/update", Update, func(s []Source) *Stream {
+			return ReadStream(s...).GroupBy("k").ID("g").Agg(aggs()...)
+		}},
+		{"event time key/update", Update, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 2*time.Second).GroupBy("n", "ts").ID("g").Agg(aggs()...)
+		}},
+		{"window/append", Append, func(s []Source) *Stream {
+			return ReadStream(s...).WithWatermark("ts", 3*time.Second).GroupByWindow(TumblingWindow("ts", 5*time.Second), "k").ID("g").Agg(aggs()...)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wholeCompare(t, tc.stream, wholeScripts(uint64(len(tc.name)), 1, 6), wholeCfg{mode: tc.mode, ops: []string{"g"}})
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			wholeRun(t, tc.stream, wholeScripts(uint64(len(tc.name)), 1, 6), wholeCfg{mode: tc.mode, ops: []string{"g"}, mem: mem}, wholeVaries[0])
+			mem.AssertSize(t, 0)
+		})
+	}
+}

@@ -310,7 +310,7 @@ func TestReviewWholeRestartEquivalence(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wholeCompare(t, tc.stream, wholeScripts(uint64(len(tc.name)), 1, 7), wholeCfg{mode: tc.mode, ops: tc.ops})
+			wholeCompare(t, tc.stream, wholeScripts(uint64(len(tc.name)), 1, 6), wholeCfg{mode: tc.mode, ops: tc.ops})
 		})
 	}
 }

@@ -49,7 +49,9 @@ func (r *recycler) Allocate(size int) []byte {
 			r.free = append(r.free[:i], r.free[i+1:]...)
 			r.held -= n
 			r.out[&b[0]] = b
-			b = b[:size]
+			// Capacity cut to size, as memory.GoAllocator's: arrow's
+			// builders take the capacity for room they may write.
+			b = b[:size:size]
 			clear(b)
 			return b
 		}

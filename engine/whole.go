@@ -102,7 +102,9 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 			}
 		}
 	}()
-	for i, spec := range c.specs {
+	// Every piece is split before any commit starts: a split that fails
+	// returns with no commit in flight.
+	for _, spec := range c.specs {
 		ch := f.changes[spec.name]
 		rems, err := ex.splitState(c, ch.removals, spec)
 		if err != nil {
@@ -115,6 +117,10 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 			return nil, fmt.Errorf("operator %s%s: split state version %d by partition: %w", c.op.id(), storeLabel(spec), fc.batchID, err)
 		}
 		pieces = append(pieces, ups)
+	}
+	for i, spec := range c.specs {
+		ch := f.changes[spec.name]
+		rems, ups := pieces[2*i], pieces[2*i+1]
 		for p := range c.nParts {
 			// A whole-state commit is whole in every partition: each
 			// piece holds every live group of its partition (none, for a

@@ -12,7 +12,11 @@ import (
 )
 
 // Partial aggregation before the hash partitioning (Spark's partial
-// aggregate before the shuffle). A hash aggregation whose aggregates
+// aggregate before the shuffle). Since one working table (whole.go)
+// takes every in-memory group-by and window unpartitioned, this path runs
+// only where the test knob config.partitionedAgg puts them back on the
+// partitioned path, the oracle the one table is compared with; a disk-
+// backed operator never had it. A hash aggregation whose aggregates
 // combine exactly (kernel.GroupBy.Combinable) and whose state is in
 // memory folds the prepared rows of a batch into one combiner GroupBy, in
 // the order they arrive, instead of hashing and scattering every row into

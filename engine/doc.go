@@ -18,12 +18,12 @@
 //     then, operator by operator along the chain, merge each partition into
 //     its state, finish it at the watermark and write its state version N
 //     (all partitions in parallel), and re-partition its output, through
-//     the stateless steps that follow, by the next operator's keys. A hash
-//     aggregation whose aggregates combine exactly and whose state is in
-//     memory first folds the batch's rows into one combiner and
-//     partitions its groups as partial states instead (combine.go: same
-//     output, order and state as row by row; off for a batch where it
-//     does not reduce). With
+//     the stateless steps that follow, by the next operator's keys. A
+//     group-by or row-per-window aggregation whose state is in memory
+//     keeps one working table for all its partitions instead: its rows
+//     reach it unpartitioned, and its state changes and output are split
+//     by partition when it finishes (whole.go: the same state files,
+//     output and order as partition by partition). With
 //     the in-memory backend the files of version N are written under a
 //     storage.SyncGroup: aside, not yet in place nor durable.
 //  4. Hand the output to every sink: AddBatch(ctx, N, …), which each sink

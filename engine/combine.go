@@ -209,9 +209,7 @@ func (ex *executor) combinerOf(c *chainOp) (*combiner, error) {
 	if cb.knobs.maxGroups == 0 {
 		cb.knobs.maxGroups = combineMaxGroups
 	}
-	for i := range gb.KeySchema().NumFields() {
-		cb.keyCols = append(cb.keyCols, i)
-	}
+	cb.keyCols = firstColumns(gb.KeySchema().NumFields())
 	c.comb = cb
 	return cb, nil
 }

@@ -14,9 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/onceflow/onceflow/batch"
-	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
-	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -134,42 +132,7 @@ func runCombine(t *testing.T, stream func(Source) *Stream, script [][]payRow, mo
 // one line per partition and version.
 func stateVersions(t *testing.T, cp storage.Store, stream *Stream, mode OutputMode, ops []string, parts int, versions int64) []string {
 	t.Helper()
-	ctx := context.Background()
-	cfg := defaultConfig()
-	cfg.mode = mode
-	ex, err := bindStream(stream, &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ex.release()
-	specs := map[string]storeSpec{}
-	for _, c := range ex.ops {
-		specs[c.op.id()] = c.specs[0]
-	}
-	var out []string
-	for _, op := range ops {
-		for p := range parts {
-			st, err := statestore.Open(ctx, storage.Sub(cp, checkpoint.StoreDir(op, p, "")), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for v := range versions {
-				recs, err := st.Load(ctx, v)
-				if err != nil {
-					t.Fatalf("%s partition %d version %d: %v", op, p, v, err)
-				}
-				rows, err := memsink.Rows(recs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range recs {
-					r.Release()
-				}
-				out = append(out, fmt.Sprint(op, p, v, rows))
-			}
-		}
-	}
-	return out
+	return wholeStateVersions(t, cp, stream, mode, ops, parts, 0, versions)
 }
 
 func combineGroupBy(src Source) *Stream {

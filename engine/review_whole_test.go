@@ -58,6 +58,15 @@ type wholeRes struct {
 	batches              int64
 }
 
+// wholeCase is a query of the equivalence tests: its output mode and the
+// operators whose state is compared.
+type wholeCase struct {
+	name   string
+	mode   OutputMode
+	ops    []string
+	stream func([]Source) *Stream
+}
+
 type wholeCfg struct {
 	mode  OutputMode
 	parts int
@@ -277,12 +286,7 @@ func wholeScripts(seed uint64, sources, batches int) [][][][]revRow {
 // partitioned path's.
 func TestReviewWholeRestartEquivalence(t *testing.T) {
 	c := batch.Col
-	cases := []struct {
-		name   string
-		mode   OutputMode
-		ops    []string
-		stream func([]Source) *Stream
-	}{
+	cases := []wholeCase{
 		{"group by k,n/update", Update, []string{"g"}, func(s []Source) *Stream {
 			return ReadStream(s...).GroupBy("k", "n").ID("g").Agg(revAggs()...)
 		}},
@@ -334,12 +338,7 @@ func TestReviewWholeKeyTypes(t *testing.T) {
 	aggs := func() []batch.Agg {
 		return []batch.Agg{batch.Sum(c("v")).As("sv"), batch.CountRows().As("rows"), batch.First(c("s")).As("fs"), batch.Last(c("v")).As("lv")}
 	}
-	cases := []struct {
-		name   string
-		mode   OutputMode
-		ops    []string
-		stream func([]Source) *Stream
-	}{
+	cases := []wholeCase{
 		{"large string, int8/update", Update, []string{"g"}, func(s []Source) *Stream {
 			return typed(s).GroupBy("lk", "i8").ID("g").Agg(aggs()...)
 		}},
@@ -660,12 +659,7 @@ func (s *wholeLoseCommit) Put(ctx context.Context, name string, data []byte) err
 // whose load fails in one partition while the next ones wait their turn.
 func TestReviewWholeNoLeak(t *testing.T) {
 	c := batch.Col
-	cases := []struct {
-		name   string
-		mode   OutputMode
-		ops    []string
-		stream func([]Source) *Stream
-	}{
+	cases := []wholeCase{
 		{"group by/update", Update, []string{"g"}, func(s []Source) *Stream {
 			return ReadStream(s...).GroupBy("k", "n").ID("g").Agg(revAggs()...)
 		}},

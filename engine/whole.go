@@ -163,12 +163,15 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 // outKeys are the output columns that hold the operator's keys: the
 // first ones (group keys, and window_start and window_end after a
 // window's keys).
-func (c *chainOp) outKeys() []int {
-	keys := make([]int, c.specs[0].key.NumFields())
-	for i := range keys {
-		keys[i] = i
+func (c *chainOp) outKeys() []int { return firstColumns(c.specs[0].key.NumFields()) }
+
+// firstColumns is [0, n): the key columns of state rows (keys first).
+func firstColumns(n int) []int {
+	cols := make([]int, n)
+	for i := range cols {
+		cols[i] = i
 	}
-	return keys
+	return cols
 }
 
 // splitState splits rec (state rows of spec, or its keys: the key columns
@@ -178,10 +181,7 @@ func (ex *executor) splitState(c *chainOp, rec arrow.RecordBatch, spec storeSpec
 	if rec == nil || rec.NumRows() == 0 {
 		return make([]arrow.RecordBatch, c.nParts), nil
 	}
-	keys := make([]int, spec.key.NumFields())
-	for i := range keys {
-		keys[i] = i
-	}
+	keys := firstColumns(spec.key.NumFields())
 	// The stores encode the pieces and keep none of them, nor anything
 	// that points into them: the pieces may share one buffer per column,
 	// and their buffers are recycled (the output's are not: what follows

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -175,12 +177,7 @@ func TestFaultTolerance(t *testing.T) {
 // cost cannot depend on the state already stored.
 func TestCommitReadsNothing(t *testing.T) {
 	mem := newMem(t)
-	ffs := &faultFS{}
-	st, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{FS: ffs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, st, mem, 1, 100)
+	s, ffs := openCounted(t, mem)
 	for v := int64(0); v < 3; v++ {
 		commitRows(t, s, mem, v, []row{{user: "a", shard: v}}, nil)
 		if err := s.Maintain(context.Background(), v); err != nil {
@@ -202,12 +199,7 @@ func TestCommitReadsNothing(t *testing.T) {
 // folder (it runs after every batch); after an ordinary delta it lists.
 func TestMaintainAfterAFullDeltaReadsNothing(t *testing.T) {
 	mem := newMem(t)
-	ffs := &faultFS{}
-	st, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{FS: ffs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openTest(t, st, mem, 1, 100)
+	s, ffs := openCounted(t, mem)
 	ctx := context.Background()
 	rows := buildUpserts(mem, []row{{user: "a", count: 1}, {user: "b", count: 2}})
 	defer rows.Release()
@@ -229,4 +221,16 @@ func TestMaintainAfterAFullDeltaReadsNothing(t *testing.T) {
 	if ffs.reads.Load() == before {
 		t.Fatal("Maintain of an ordinary delta listed nothing: the test does not see listings")
 	}
+}
+
+// openCounted opens a store (SnapshotEvery 1, retention 100) on a local
+// folder whose file-system calls the returned faultFS counts.
+func openCounted(t *testing.T, mem memory.Allocator) (*Store, *faultFS) {
+	t.Helper()
+	ffs := &faultFS{}
+	st, err := storage.OpenLocal(t.TempDir(), storage.LocalOptions{FS: ffs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return openTest(t, st, mem, 1, 100), ffs
 }

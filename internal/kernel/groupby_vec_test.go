@@ -204,10 +204,13 @@ func gbForceLarge(g *GroupBy, n int) {
 	forceVecs(g, n)
 }
 
-// gbForceDirect makes g probe fixed-width keys one row at a time, without
-// the pipeline, whatever the table size and architecture.
+// gbForceDirect makes g probe its keys one row at a time, without the
+// pipeline, whatever the table size and architecture.
 func gbForceDirect(g *GroupBy) {
-	if k, ok := g.keys.(*u64Keys); ok {
+	switch k := g.keys.(type) {
+	case *u64Keys:
+		k.direct = true
+	case *bytesKeys:
 		k.direct = true
 	}
 }

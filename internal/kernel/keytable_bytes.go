@@ -35,9 +35,9 @@ type bytesKeys struct {
 	pos     []int64
 	buf     []byte
 	touched uint64 // sum of the words loaded ahead, kept so the loads stay
-	// pipelined: probe through the load-ahead pipeline at any table size
-	// (tests; see strDirectSlots).
-	pipelined bool
+	// pipelined: probe through the load-ahead pipeline at any table size;
+	// direct: probe each row as it is read (tests; see strDirectSlots).
+	pipelined, direct bool
 }
 
 // strSlot is a slot of bytesKeys: two words describing its key (strKey),
@@ -196,15 +196,40 @@ func (t *bytesKeys) clearSeq() {
 }
 
 // bytesKeys's probe loop has the same two forms as u64Keys's, side by
-// side for the same reason (see the comment above u64DirectSlots):
-// bytesFindDirect while the table stays in cache (up to strDirectSlots; a
-// strSlot is 24 bytes, so the bound is lower than u64Keys's), bytesFind,
-// with the slots of the next block loaded ahead, above it.
+// side for the same reason (see the comment above u64DirectSlots).
+// bytesFind computes the slots of the next probeBlock rows before it
+// probes the current ones and asks for them ahead: with prefetchStrSlots
+// (amd64: PREFETCHT0, which retires at once, where a plain load held the
+// reorder buffer until its miss resolved) the misses of a block overlap
+// at every table size, measured 2-3x the rows per CPU-second of the
+// loaded-ahead form at 100k groups on a machine with slow memory and
+// 5-25% at 1k-12.5k groups (issue 21, README pass 9). Where the ahead
+// request is a plain load (other architectures), tables of up to
+// strDirectSlots take bytesFindDirect, which probes each row as it reads
+// it. The pipelined and direct knobs make either run at any size in
+// tests (TestGroupByRandomAgainstMap).
 
-// strDirectSlots: a table of at most this many slots (768 KiB) stays in
-// cache, so bytesFindDirect probes each row as it reads it, without the
-// load-ahead pipeline.
+// strDirectSlots: without prefetchStrSlots, a table of at most this many
+// slots (768 KiB) stays in cache, so bytesFindDirect probes each row as it
+// reads it, without the load-ahead pipeline.
 const strDirectSlots = 1 << 15
+
+// strLimit is tableLimit for bytesKeys: half the slots up to
+// strHalfSlots, 7/8 above (memory first for tables of millions of
+// groups). At a load of 7/8 a row probes 2-3 slots on average, each a
+// compare that mispredicts; at 1/2, 1.3: measured +5-25% rows per
+// CPU-second at 1k-100k groups, for 48 bytes of slots a group instead of
+// 27.
+func strLimit(n int) int {
+	if n <= strHalfSlots {
+		return n / 2
+	}
+	return tableLimit(n)
+}
+
+// strHalfSlots is the largest table (96 MiB of slots, 2M groups) that
+// strLimit keeps half full.
+const strHalfSlots = 1 << 22
 
 // strRow is a row's key as the probe loop needs it: its packed words, its
 // hash, and where its bytes are.
@@ -218,6 +243,7 @@ type strRow struct {
 // are kept).
 func strLoadBlock[O int32 | int64](data []byte, offs []O, start, end int, blk *[probeBlock]strRow, slots []strSlot, shift uint) uint64 {
 	touch := uint64(0)
+	var pos [probeBlock]uint64
 	offs = offs[start : end+1]
 	for j := range end - start {
 		o, e := int(offs[j]), int(offs[j+1])
@@ -231,14 +257,22 @@ func strLoadBlock[O int32 | int64](data []byte, offs []O, start, end int, blk *[
 			w0, w1 = h, strLongWord(e-o)
 		}
 		blk[j] = strRow{w0, w1, h, o, e}
-		touch += slots[h>>shift].w0
+		if hasPrefetch {
+			pos[j] = h >> shift
+		} else {
+			touch += slots[h>>shift].w0
+		}
+	}
+	if hasPrefetch && end > start {
+		prefetchStrSlots(&slots[0], &pos[0], end-start)
 	}
 	return touch
 }
 
 // bytesFind is the hot loop of byte keys: row i's key is data[offs[i]:offs[i+1]].
 func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, off int, gids []uint32, seq uint32, groups []uint32) []uint32 {
-	if len(t.slots) <= strDirectSlots && !t.pipelined {
+	direct := !hasPrefetch && len(t.slots) <= strDirectSlots
+	if (direct || t.direct) && !t.pipelined {
 		return bytesFindDirect(t, data, offs, bm, off, gids, seq, groups)
 	}
 	n := len(offs) - 1
@@ -248,7 +282,7 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 	ng := len(groups)
 	slots, shift := t.slots, t.shift
 	mask := uint64(len(slots) - 1)
-	limit := tableLimit(len(slots))
+	limit := strLimit(len(slots))
 	// Pipelined like u64Find: read the keys of block b+1 and load their
 	// slots, then probe block b.
 	var rows [2][probeBlock]strRow
@@ -293,7 +327,7 @@ func bytesFind[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []byte, 
 						t.resize(2 * len(slots))
 						slots, shift = t.slots, t.shift
 						mask = uint64(len(slots) - 1)
-						limit = tableLimit(len(slots))
+						limit = strLimit(len(slots))
 						p = r.h >> shift
 						continue
 					}
@@ -323,7 +357,7 @@ func bytesFindDirect[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []
 	ng := len(groups)
 	slots, shift := t.slots, t.shift
 	mask := uint64(len(slots) - 1)
-	limit := tableLimit(len(slots))
+	limit := strLimit(len(slots))
 	for i := range n {
 		if bm != nil && !bitutil.BitIsSet(bm, off+i) {
 			g, fresh := t.nullGroup(seq)
@@ -363,7 +397,7 @@ func bytesFindDirect[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []
 					t.resize(2 * len(slots))
 					slots, shift = t.slots, t.shift
 					mask = uint64(len(slots) - 1)
-					limit = tableLimit(len(slots))
+					limit = strLimit(len(slots))
 					p = h >> shift
 					continue
 				}
@@ -444,7 +478,7 @@ func (t *bytesKeys) compact(keep []bool) {
 	t.arena = t.arena[:a]
 	t.nullGid = newNull
 	slots := minTableSlots
-	for w >= tableLimit(slots) {
+	for w >= strLimit(slots) {
 		slots *= 2
 	}
 	t.rebuild(slots)

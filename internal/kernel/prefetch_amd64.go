@@ -8,6 +8,13 @@ package kernel
 //go:noescape
 func prefetchSlots(slots *u64Slot, pos *uint64, n int)
 
+// prefetchStrSlots is prefetchSlots for the 24-byte slots of bytesKeys:
+// it asks for both cache lines a slot may straddle. Every pos[i] must
+// index slots.
+//
+//go:noescape
+func prefetchStrSlots(slots *strSlot, pos *uint64, n int)
+
 // u64ProbeAsm is u64ProbeGo for 8-byte keys (vals and gids of n rows; slots
 // of mask+1 entries, a key's first slot its u64Slot0 with shift), which
 // also prefetches, as it probes row r, the slot of row r+u64Ahead; the

@@ -97,3 +97,24 @@ end:
 	MOVQ R8, row+64(FP)
 	MOVQ $0, slot+72(FP)
 	RET
+
+// func prefetchStrSlots(slots *strSlot, pos *uint64, n int)
+// PREFETCHT0 of the first and the last byte of slots[pos[0]], …,
+// slots[pos[n-1]] (24-byte slots, which may straddle two cache lines).
+TEXT ·prefetchStrSlots(SB), NOSPLIT, $0-24
+	MOVQ slots+0(FP), AX
+	MOVQ pos+8(FP), BX
+	MOVQ n+16(FP), CX
+	TESTQ CX, CX
+	JLE sdone
+sloop:
+	MOVQ (BX), DX
+	LEAQ (DX)(DX*2), DX
+	SHLQ $3, DX
+	PREFETCHT0 (AX)(DX*1)
+	PREFETCHT0 23(AX)(DX*1)
+	ADDQ $8, BX
+	DECQ CX
+	JNZ sloop
+sdone:
+	RET

@@ -6,6 +6,9 @@ package kernel
 // the probe then relies on its loads alone.
 func prefetchSlots(slots *u64Slot, pos *uint64, n int) {}
 
+// prefetchStrSlots does nothing where no prefetch instruction is wired up.
+func prefetchStrSlots(slots *strSlot, pos *uint64, n int) {}
+
 // hasPrefetch: prefetchSlots issues real prefetches on this architecture.
 const hasPrefetch = false
 

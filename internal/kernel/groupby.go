@@ -57,10 +57,10 @@ type GroupBy struct {
 	// seq numbers the calls of keys.find (see keyTable.find).
 	seq uint32
 	// track: Merge asks keys.find for the distinct groups of a record
-	// (m.groups), which string pick accumulators need and bytesKeys
-	// always gives. Otherwise (one fixed-width key and no such
-	// accumulator) find writes nothing on a hit, and touchRows marks the
-	// changed groups from m.gids: the same groups in the same order.
+	// (m.groups), which string pick accumulators need. Otherwise find
+	// writes nothing on a hit (no slot's seq: the table's cache lines
+	// stay clean), and touchRows marks the changed groups from m.gids:
+	// the same groups in the same order.
 	track bool
 
 	m       aggMergeCtx
@@ -147,8 +147,7 @@ func NewGroupBy(mem memory.Allocator, in *arrow.Schema, keys []string, aggs []Ag
 	g.stateSch = arrow.NewSchema(stateFields[len(keyFields):], nil)
 	g.outSch = arrow.NewSchema(outFields, nil)
 	g.keys = newKeyTable(keyFields)
-	_, u64 := g.keys.(*u64Keys)
-	g.track = g.needCand || !u64
+	g.track = g.needCand
 	g.m.describe = g.describe
 	return g, nil
 }

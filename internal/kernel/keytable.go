@@ -27,10 +27,9 @@ type keyTable interface {
 	// of the rows in first-seen order. seq identifies the call: a slot
 	// remembers the last seq that saw it, which is what makes a group's
 	// first sight in a call free to detect (no pass over a mark array).
-	// seq 0 asks for the gids only: u64Keys then leaves its slots
+	// seq 0 asks for the gids only: the table then leaves its slots
 	// unwritten on a hit (a table that stays clean in the cache) and
-	// returns groups as given; bytesKeys never receives it (see
-	// GroupBy.track).
+	// returns groups as given (see GroupBy.track).
 	find(cols []arrow.Array, gids []uint32, seq uint32, groups []uint32) []uint32
 	// clearSeq forgets every seq (when the caller's counter wraps).
 	clearSeq()

@@ -58,6 +58,11 @@ func TestGroupByRandomAgainstMap(t *testing.T) {
 		{"int64/no-nulls/go-probe", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(g *GroupBy) { g.keys.(*u64Keys).probeGo = true }},
 		{"int64/no-nulls/general", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(g *GroupBy) { g.keys.(*u64Keys).general = true }},
 		{"int64/no-nulls/tracked", []arrow.DataType{arrow.PrimitiveTypes.Int64}, false, true, func(g *GroupBy) { g.track = true }},
+		// String keys find without first-sight tracking unless an
+		// accumulator needs it; the knob forces tracking on both loops.
+		{"string/tracked", []arrow.DataType{arrow.BinaryTypes.String}, false, false, func(g *GroupBy) { g.track = true }},
+		{"string/tracked/direct", []arrow.DataType{arrow.BinaryTypes.String}, false, false, func(g *GroupBy) { g.track = true; gbForceDirect(g) }},
+		{"string+int64/tracked", []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64}, false, false, func(g *GroupBy) { g.track = true }},
 		{"int32/no-nulls", []arrow.DataType{arrow.PrimitiveTypes.Int32}, false, true, func(*GroupBy) {}},
 	}
 	for _, kind := range kinds {

@@ -35,7 +35,7 @@ type bytesKeys struct {
 	rowOffs []int64
 	pos     []int64
 	buf     []byte
-	touched uint64 // sum of the words loaded ahead, kept so the loads stay
+	touched uint64 // sum of the words loaded ahead (without prefetch), kept so the loads stay
 	// pipelined: probe through the load-ahead pipeline at any table size;
 	// direct: probe each row as it is read (tests; see strDirectSlots).
 	pipelined, direct bool
@@ -143,7 +143,7 @@ func (t *bytesKeys) longKey(s *strSlot, g uint32) []byte {
 // offset off.
 func (s *strSlot) fill(w0, w1 uint64, off int, gid, seq uint32) {
 	if w1>>56 == strLong {
-		w1 |= uint64(min(off, strOffMax))
+		w1 |= min(uint64(off), strOffMax)
 	}
 	*s = strSlot{w0: w0, w1: w1, gid: gid, seq: seq}
 }
@@ -239,9 +239,10 @@ type strRow struct {
 	o, e      int
 }
 
-// strLoadBlock fills blk with the keys of rows [start, end) and loads
-// their first slots (the sum of the words read is returned so the loads
-// are kept).
+// strLoadBlock fills blk with the keys of rows [start, end) and asks for
+// their first slots: prefetchStrSlots where there is a prefetch, else a
+// load of each (the sum of the words read is returned so the loads are
+// kept).
 func strLoadBlock[O int32 | int64](data []byte, offs []O, start, end int, blk *[probeBlock]strRow, slots []strSlot, shift uint) uint64 {
 	touch := uint64(0)
 	var pos [probeBlock]uint64

@@ -17,7 +17,7 @@ import (
 // several columns: the row encoding of keycodec.go). Both are
 // open-addressing tables of power-of-two size with linear probing, at most
 // 7/8 full (tableLimit; tables of up to a few MiB half full: u64Limit,
-// strLimit; tables of 4 MiB or more in huge pages, hugepage_linux.go), slots
+// strLimit), slots
 // holding the key beside the group id: u64Keys the 64-bit key, bytesKeys
 // the first 15 bytes and length of a byte key (a longer key: its hash,
 // length and arena offset, compared then in the arena). The key values by

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
@@ -436,7 +435,6 @@ func bytesFindDirect[O int32 | int64](t *bytesKeys, data []byte, offs []O, bm []
 func (t *bytesKeys) resize(n int) {
 	old := t.slots
 	t.slots = make([]strSlot, n)
-	adviseHuge(unsafe.Pointer(unsafe.SliceData(t.slots)), n*int(unsafe.Sizeof(strSlot{})))
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
 	for i := range old {
@@ -455,7 +453,6 @@ func (t *bytesKeys) resize(n int) {
 // rebuild makes the slots anew from the keys, at the given size.
 func (t *bytesKeys) rebuild(n int) {
 	t.slots = make([]strSlot, n)
-	adviseHuge(unsafe.Pointer(unsafe.SliceData(t.slots)), n*int(unsafe.Sizeof(strSlot{})))
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
 	for g := range t.len() {

@@ -427,7 +427,6 @@ func u64FindDirect[T uint8 | uint16 | uint32 | uint64](t *u64Keys, vals []T, bm 
 func (t *u64Keys) resize(n int) {
 	old := t.slots
 	t.slots = make([]u64Slot, n)
-	adviseHuge(unsafe.Pointer(unsafe.SliceData(t.slots)), n*int(unsafe.Sizeof(u64Slot{})))
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
 	for _, s := range old {
@@ -445,7 +444,6 @@ func (t *u64Keys) resize(n int) {
 // rebuild makes the slots anew from the keys, at the given size.
 func (t *u64Keys) rebuild(n int) {
 	t.slots = make([]u64Slot, n)
-	adviseHuge(unsafe.Pointer(unsafe.SliceData(t.slots)), n*int(unsafe.Sizeof(u64Slot{})))
 	t.shift = tableShift(n)
 	mask := uint64(n - 1)
 	for g := range t.keys.len() {

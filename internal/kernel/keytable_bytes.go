@@ -203,11 +203,11 @@ func (t *bytesKeys) clearSeq() {
 // reorder buffer until its miss resolved) the misses of a block overlap
 // at every table size, measured 2-3x the rows per CPU-second of the
 // loaded-ahead form at 100k groups on a machine with slow memory and
-// 5-25% at 1k-12.5k groups (issue 21, README performance item 12). Where the ahead
-// request is a plain load (other architectures), tables of up to
-// strDirectSlots take bytesFindDirect, which probes each row as it reads
-// it. The pipelined and direct knobs make either run at any size in
-// tests (TestGroupByRandomAgainstMap).
+// 5-25% at 1k-12.5k groups (issue 21, README performance item 12).
+// Where the ahead request is a plain load (other architectures), tables
+// of up to strDirectSlots take bytesFindDirect, which probes each row as
+// it reads it. The pipelined and direct knobs make either run at any
+// size in tests (TestGroupByRandomAgainstMap).
 
 // strDirectSlots: without prefetchStrSlots, a table of at most this many
 // slots (768 KiB) stays in cache, so bytesFindDirect probes each row as it

@@ -135,7 +135,15 @@ type aggPart struct {
 	// partial: the partition holds only the groups of the batch (a
 	// disk-backed store), so its groups are never the whole state.
 	partial bool
+	// wholeParts > 0: the partition is the one working table of that many
+	// state partitions (whole.go), and finishUpdate builds the state
+	// change and output already split by partition.
+	wholeParts int
 }
+
+// splitInto tells the partition it is the one working table of n state
+// partitions (finishWhole).
+func (p *aggPart) splitInto(n int) { p.wholeParts = n }
 
 // setPartial tells the partition whether it holds only some groups
 // (openState, by the operator's backend).
@@ -283,7 +291,7 @@ func (p *aggPart) finishAgg(ctx context.Context, fc *finishCtx, rule *evictRule,
 			// Nothing is evicted: the output's columns are built with
 			// the state's (the changes, or the whole state when it is
 			// committed whole), once.
-			return p.finishUpdate(), nil
+			return p.finishUpdate()
 		}
 		out = p.gb.Output(true)
 	}
@@ -310,11 +318,22 @@ func (p *aggPart) finishAgg(ctx context.Context, fc *finishCtx, rule *evictRule,
 // changed groups in order of first touch, and the state committed as
 // commitChanges would (without removals), built together so the columns
 // they share (keys, and aggregates whose state is their result) are built
-// once.
-func (p *aggPart) finishUpdate() finished {
+// once. On one working table both come split by state partition, built
+// in partition order (kernel.GroupBy.StateOutputParts), so the commit
+// neither hashes nor copies them again.
+func (p *aggPart) finishUpdate() (finished, error) {
 	f := finished{updated: int64(p.gb.Changed())}
 	var state arrow.RecordBatch
 	full := p.commitsWhole()
+	if p.wholeParts > 0 {
+		ups, out, err := p.gb.StateOutputParts(p.wholeParts, full)
+		if err != nil {
+			return finished{}, err
+		}
+		f.changes = map[string]stateChange{"": {full: full}}
+		f.parts = &splitChange{upserts: ups, out: out}
+		return f, nil
+	}
 	if full {
 		state, f.out = p.gb.StateOutput()
 	} else {
@@ -322,7 +341,7 @@ func (p *aggPart) finishUpdate() finished {
 	}
 	f.changes = map[string]stateChange{"": {upserts: state, full: full}}
 	f.outHead = true // the changed groups first, in the same order
-	return f
+	return f, nil
 }
 
 // groupByOp is GroupBy(keys).Agg(...): one row per distinct key. With the

@@ -126,6 +126,11 @@ type finished struct {
 	// upserts splits out too (whole.go).
 	outHead bool
 	changes map[string]stateChange
+	// parts, when not nil, is the batch's state change of store "" and
+	// its output already split by state partition (the whole-table path,
+	// whole.go): changes[""] then holds only its full flag, and out is
+	// nil.
+	parts   *splitChange
 	updated int64 // rows written to state
 	removed int64 // rows evicted or deleted from state
 	// late counts rows the operator dropped itself as too late (windows
@@ -143,9 +148,29 @@ type stateChange struct {
 	full              bool
 }
 
+// splitChange is a state change's upserts and the output, piece p
+// holding partition p's rows (nil for none).
+type splitChange struct {
+	upserts, out []arrow.RecordBatch
+}
+
+// releaseAll releases the records of rs that are not nil.
+func releaseAll(rs []arrow.RecordBatch) {
+	for _, r := range rs {
+		if r != nil {
+			r.Release()
+		}
+	}
+}
+
 func (f *finished) release() {
 	if f.out != nil {
 		f.out.Release()
+	}
+	if f.parts != nil {
+		releaseAll(f.parts.upserts)
+		releaseAll(f.parts.out)
+		f.parts = nil
 	}
 	for _, c := range f.changes {
 		if c.upserts != nil {

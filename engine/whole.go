@@ -86,6 +86,9 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 		return nil, fmt.Errorf("operator %s: %w", c.op.id(), err)
 	}
 	part := c.parts[0]
+	if ps, ok := part.(interface{ splitInto(n int) }); ok && len(c.specs) == 1 {
+		ps.splitInto(c.nParts)
+	}
 	f, err := part.finish(ctx, fc)
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: %w", c.op.id(), err)
@@ -106,6 +109,12 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 	// returns with no commit in flight.
 	for _, spec := range c.specs {
 		ch := f.changes[spec.name]
+		if f.parts != nil && spec.name == "" {
+			// Built split (aggPart.finishUpdate): nothing removed.
+			pieces = append(pieces, make([]arrow.RecordBatch, c.nParts), f.parts.upserts)
+			f.parts.upserts = nil
+			continue
+		}
 		rems, err := ex.splitState(c, ch.removals, spec)
 		if err != nil {
 			return nil, fmt.Errorf("operator %s%s: split state version %d by partition: %w", c.op.id(), storeLabel(spec), fc.batchID, err)
@@ -140,6 +149,16 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 	part.committed()
 	c.updated[0], c.removed[0], c.custom[0] = f.updated, f.removed, f.custom
 	c.late.Add(f.late)
+	if f.parts != nil {
+		outs := f.parts.out
+		f.parts.out = nil
+		for _, o := range outs {
+			if o != nil {
+				return outs, nil
+			}
+		}
+		return nil, nil
+	}
 	if f.out == nil || f.out.NumRows() == 0 {
 		return nil, nil
 	}

@@ -240,9 +240,32 @@ func (e *fileEncoder) finish() []byte {
 	return e.buf.Bytes()
 }
 
+// approxSize estimates the bytes of d's rows in a file: for a slice of
+// a larger array (a piece of a record split by partition, say), its own
+// rows, not the buffers it shares with the other pieces (sizing the
+// encoder's buffer by those made every piece of a split as big as the
+// whole, and zeroing it).
 func approxSize(d arrow.ArrayData) int {
+	rows, bufs := d.Len(), d.Buffers()
+	bits := (rows+7)/8 + 8
+	switch dt := d.DataType().(type) {
+	case arrow.FixedWidthDataType:
+		if dt.ID() != arrow.DICTIONARY && dt.ID() != arrow.EXTENSION {
+			return bits + rows*dt.BitWidth()/8 + 8
+		}
+	case *arrow.StringType, *arrow.BinaryType:
+		if len(bufs) == 3 && bufs[1] != nil && bufs[1].Len() >= 4*(d.Offset()+rows+1) {
+			offs := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())
+			return bits + 4*(rows+1) + int(offs[d.Offset()+rows]-offs[d.Offset()])
+		}
+	case *arrow.LargeStringType, *arrow.LargeBinaryType:
+		if len(bufs) == 3 && bufs[1] != nil && bufs[1].Len() >= 8*(d.Offset()+rows+1) {
+			offs := arrow.Int64Traits.CastFromBytes(bufs[1].Bytes())
+			return bits + 8*(rows+1) + int(offs[d.Offset()+rows]-offs[d.Offset()])
+		}
+	}
 	n := 0
-	for _, b := range d.Buffers() {
+	for _, b := range bufs {
 		if b != nil {
 			n += b.Len()
 		}

@@ -69,6 +69,10 @@ type GroupBy struct {
 	resetKeep []bool
 	// stateIdx is StateOutput's row order, kept between batches.
 	stateIdx []uint32
+	// parts[gid] is group gid's partition among partsN (StateOutputParts,
+	// groupby_parts.go), for the groups up to len(parts).
+	parts  []int32
+	partsN int
 }
 
 // NewGroupBy builds the empty state of an aggregation of records of schema
@@ -413,6 +417,7 @@ func (g *GroupBy) Remove(keep func(keys []arrow.Array, out []bool)) (arrow.Recor
 	for _, acc := range g.accs {
 		acc.compact(out)
 	}
+	g.parts = g.parts[:0] // renumbered
 	return rem, nil
 }
 
@@ -430,7 +435,7 @@ func (g *GroupBy) MemoryBytes() int64 {
 	}
 	n := g.keys.memoryBytes() + aggSize(g.touchBits) + aggSize(g.touched) +
 		aggSize(g.m.gids) + aggSize(g.m.groups) + aggSize(g.m.cand) + aggSize(g.m.bools) +
-		aggSize(g.stateIdx)
+		aggSize(g.stateIdx) + aggSize(g.parts)
 	for _, acc := range g.accs {
 		n += acc.memoryBytes()
 	}
@@ -441,7 +446,7 @@ func (g *GroupBy) MemoryBytes() int64 {
 func (g *GroupBy) Release() {
 	g.keys = nil
 	g.accs = nil
-	g.touchBits, g.touched, g.stateIdx = nil, nil, nil
+	g.touchBits, g.touched, g.stateIdx, g.parts = nil, nil, nil, nil
 	g.m = aggMergeCtx{}
 	g.keyCols = nil
 }

@@ -125,6 +125,7 @@ func (g *GroupBy) Reset() {
 	if g.needCand {
 		g.m.cand = g.m.cand[:0]
 	}
+	g.parts = g.parts[:0]
 }
 
 func (a *countAcc) mergeState(m *aggMergeCtx, cols []arrow.Array) error {

@@ -245,8 +245,14 @@ func (e *fileEncoder) finish() []byte {
 // rows, not the buffers it shares with the other pieces (sizing the
 // encoder's buffer by those made every piece of a split as big as the
 // whole, and zeroing it).
-func approxSize(d arrow.ArrayData) int {
-	rows, bufs := d.Len(), d.Buffers()
+func approxSize(d arrow.ArrayData) int { return approxRows(d, d.Offset(), d.Len()) }
+
+// approxRows is approxSize of rows [off, off+rows) of d's buffers (off
+// counts from the buffers' start, d's own offset included). A list's
+// values and a struct's fields are sized over the rows they hold for
+// those rows: a slice of a list array shares its whole values array.
+func approxRows(d arrow.ArrayData, off, rows int) int {
+	bufs := d.Buffers()
 	bits := (rows+7)/8 + 8
 	switch dt := d.DataType().(type) {
 	case arrow.FixedWidthDataType:
@@ -254,15 +260,34 @@ func approxSize(d arrow.ArrayData) int {
 			return bits + rows*dt.BitWidth()/8 + 8
 		}
 	case *arrow.StringType, *arrow.BinaryType:
-		if len(bufs) == 3 && bufs[1] != nil && bufs[1].Len() >= 4*(d.Offset()+rows+1) {
-			offs := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())
-			return bits + 4*(rows+1) + int(offs[d.Offset()+rows]-offs[d.Offset()])
+		if offs := offsetsOf[int32](bufs, off, rows); offs != nil {
+			return bits + 4*(rows+1) + int(offs[rows]-offs[0])
 		}
 	case *arrow.LargeStringType, *arrow.LargeBinaryType:
-		if len(bufs) == 3 && bufs[1] != nil && bufs[1].Len() >= 8*(d.Offset()+rows+1) {
-			offs := arrow.Int64Traits.CastFromBytes(bufs[1].Bytes())
-			return bits + 8*(rows+1) + int(offs[d.Offset()+rows]-offs[d.Offset()])
+		if offs := offsetsOf[int64](bufs, off, rows); offs != nil {
+			return bits + 8*(rows+1) + int(offs[rows]-offs[0])
 		}
+	case *arrow.ListType, *arrow.MapType:
+		if offs := offsetsOf[int32](bufs, off, rows); offs != nil && len(d.Children()) == 1 {
+			c := d.Children()[0]
+			return bits + 4*(rows+1) + approxRows(c, c.Offset()+int(offs[0]), int(offs[rows]-offs[0]))
+		}
+	case *arrow.LargeListType:
+		if offs := offsetsOf[int64](bufs, off, rows); offs != nil && len(d.Children()) == 1 {
+			c := d.Children()[0]
+			return bits + 8*(rows+1) + approxRows(c, c.Offset()+int(offs[0]), int(offs[rows]-offs[0]))
+		}
+	case *arrow.FixedSizeListType:
+		if len(d.Children()) == 1 {
+			c, n := d.Children()[0], int(dt.Len())
+			return bits + approxRows(c, c.Offset()+off*n, rows*n)
+		}
+	case *arrow.StructType:
+		n := bits
+		for _, c := range d.Children() {
+			n += approxRows(c, c.Offset()+off, rows)
+		}
+		return n
 	}
 	n := 0
 	for _, b := range bufs {
@@ -274,6 +299,20 @@ func approxSize(d arrow.ArrayData) int {
 		n += approxSize(c)
 	}
 	return n
+}
+
+// offsetsOf returns the rows+1 offsets of rows [off, off+rows) of a
+// variable-width array's buffers, or nil when its offsets buffer does not
+// hold them.
+func offsetsOf[O int32 | int64](bufs []*memory.Buffer, off, rows int) []O {
+	if len(bufs) < 2 || bufs[1] == nil {
+		return nil
+	}
+	all := arrow.GetData[O](bufs[1].Bytes())
+	if len(all) < off+rows+1 {
+		return nil
+	}
+	return all[off : off+rows+1]
 }
 
 // decodedFile is a state file read back. Release releases its records.

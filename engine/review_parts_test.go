@@ -411,7 +411,13 @@ func TestReviewPartsFileSinkRolls(t *testing.T) {
 	for b := range 3 {
 		var rows []revRow
 		for key := range 3000 + b*500 {
-			rows = append(rows, revRow{k: fmt.Sprintf("merchant-%05d", key), n: int32(key % 7), sec: int64(b), v: int64(key*b + 1), s: "s", b: key%2 == 0})
+			r := revRow{k: fmt.Sprintf("merchant-%05d", key), n: int32(key % 7), sec: int64(b), v: int64(key*b + 1), s: "s", b: key%2 == 0}
+			if key%1000 == 3 {
+				// A few nulls: some pieces' columns hold one, the others
+				// share their bitmap.
+				r.nulls = revNullN | revNullS
+			}
+			rows = append(rows, r)
 		}
 		script = append(script, [][]revRow{rows[:1000], rows[1000:]})
 	}

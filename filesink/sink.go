@@ -483,8 +483,8 @@ func partValue(vals []PartitionValue, col string) (PartitionValue, bool) {
 
 // chunkRows is how many rows of rec to convert at a time: at most limit, and
 // few enough that a chunk holds about an eighth of the target file size
-// (judged by the record's Arrow buffers), so wide rows still roll near the
-// target.
+// (judged by the size of the record's rows in Arrow), so wide rows still
+// roll near the target.
 func chunkRows(rec arrow.RecordBatch, limit int, target int64) int {
 	n := rec.NumRows()
 	if n == 0 {
@@ -492,12 +492,46 @@ func chunkRows(rec arrow.RecordBatch, limit int, target int64) int {
 	}
 	var bytes int64
 	for _, c := range rec.Columns() {
-		for _, b := range c.Data().Buffers() {
-			if b != nil {
-				bytes += int64(b.Len())
-			}
-		}
+		bytes += rowBytes(c.Data())
 	}
 	perRow := bytes/n + 1
 	return int(min(int64(limit), max(1, target/8/perRow)))
+}
+
+// rowBytes is the size of d's rows in Arrow buffers. An array that is a
+// slice of larger buffers (an aggregation's output split by partition is
+// slices of one record) counts its own rows, not the buffers it shares, and
+// a validity bitmap counts where the rows hold a null, so the chunks, and
+// the file boundaries, depend on the rows alone.
+func rowBytes(d arrow.ArrayData) int64 {
+	rows, bufs := int64(d.Len()), d.Buffers()
+	var n int64
+	if d.NullN() > 0 {
+		n = (rows + 7) / 8
+	}
+	switch dt := d.DataType().(type) {
+	case arrow.FixedWidthDataType:
+		if dt.ID() != arrow.DICTIONARY && dt.ID() != arrow.EXTENSION {
+			return n + (rows*int64(dt.BitWidth())+7)/8
+		}
+	case *arrow.StringType, *arrow.BinaryType:
+		if len(bufs) == 3 && bufs[1] != nil {
+			if offs := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes()); len(offs) > d.Offset()+d.Len() {
+				return n + 4*(rows+1) + int64(offs[d.Offset()+d.Len()]-offs[d.Offset()])
+			}
+		}
+	case *arrow.LargeStringType, *arrow.LargeBinaryType:
+		if len(bufs) == 3 && bufs[1] != nil {
+			if offs := arrow.Int64Traits.CastFromBytes(bufs[1].Bytes()); len(offs) > d.Offset()+d.Len() {
+				return n + 8*(rows+1) + offs[d.Offset()+d.Len()] - offs[d.Offset()]
+			}
+		}
+	}
+	n = 0
+	for _, b := range bufs {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	return n
 }

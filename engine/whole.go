@@ -29,6 +29,14 @@ import (
 // on the other. A restart loads the partitions into the table in
 // partition order.
 //
+// In update mode without eviction (aggPart.finishUpdate) the table builds
+// the state change and the output already split: each group's partition
+// is computed once, from the same hash of its keys, and the rows come
+// partition by partition in the order the split above gives
+// (kernel.GroupBy.StateOutputParts), each piece a slice of one record, so
+// the commit neither hashes the state rows nor copies them or the output
+// again.
+//
 // Why: the input arrives one record at a time on one goroutine, so hash
 // partitioning it (hashing every row and copying every column into P
 // pieces) was a sequential pass as costly as the merge it fed, and it

@@ -106,11 +106,7 @@ func (ex *executor) finishWhole(ctx context.Context, c *chainOp, fc *finishCtx) 
 	var pieces [][]arrow.RecordBatch
 	defer func() {
 		for _, ps := range pieces {
-			for _, r := range ps {
-				if r != nil {
-					r.Release()
-				}
-			}
+			releaseAll(ps)
 		}
 	}()
 	// Every piece is split before any commit starts: a split that fails

@@ -562,15 +562,7 @@ func bytesKeysArray[O int32 | int64](t *bytesKeys, mem memory.Allocator, idx []u
 	}
 	var nb *memory.Buffer
 	if nulls > 0 {
-		nb = memory.NewResizableBuffer(mem)
-		nb.Resize(int(bitutil.BytesForBits(int64(n))))
-		bm := nb.Bytes()
-		clear(bm)
-		for j := range n {
-			if aggRow(idx, j) != t.nullGid {
-				bitutil.SetBit(bm, j)
-			}
-		}
+		nb, _ = aggValidity(mem, n, func(j int) bool { return aggRow(idx, j) != t.nullGid })
 	}
 	return aggFinish(t.fields[0].Type, n, []*memory.Buffer{nb, ob, db}, nulls)
 }

@@ -32,6 +32,11 @@ func CommitFile(id int64) string { return offsetlog.FileName(CommitsDir, id) }
 // ProgressFile is the object name of batch id's progress record.
 func ProgressFile(id int64) string { return offsetlog.FileName(ProgressDir, id) }
 
+// OperatorDir is the folder of operator's state: state/<operator>. Its
+// partitions' folders are in it, and the bundles of their deltas
+// (statestore.Group) in its deltas/ folder.
+func OperatorDir(operator string) string { return StateRoot + "/" + operator }
+
 // StateDir is the folder of operator's state in one partition:
 // state/<operator>/<partition>.
 func StateDir(operator string, partition int) string {

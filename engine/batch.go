@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceflow/onceflow/internal/fault"
 	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -61,14 +62,24 @@ func (r *run) runBatchTimed(ctx context.Context, id int64, plan *OffsetsEntry, r
 	// delta files of version N are written under a sync group: not yet in
 	// place nor durable, so the sinks need not wait for their fsyncs (see
 	// stateSync). A disk-backed store commits durably by itself.
+	// Each operator store's deltas of every partition are kept aside and
+	// written as one bundle file (statestore.Group): one file to create
+	// per store and batch instead of one per partition.
 	var group *storage.SyncGroup
 	stateCtx := ctx
+	var bundle *statestore.Bundle
 	if r.deferState() {
 		group = storage.NewSyncGroup()
-		stateCtx = storage.WithSyncGroup(ctx, group)
+		bundle = statestore.NewBundle()
+		stateCtx = statestore.WithBundle(storage.WithSyncGroup(ctx, group), bundle)
 	}
 	defer group.Abort() // a failed batch leaves no temporary file behind
 	stateTime, err := ex.finishState(stateCtx, id)
+	if err == nil && bundle != nil {
+		t := time.Now()
+		err = bundle.Flush(stateCtx)
+		stateTime += time.Since(t)
+	}
 	if err != nil {
 		return fmt.Errorf("engine: batch %d: %w", id, err)
 	}

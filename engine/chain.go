@@ -78,7 +78,10 @@ type chainOp struct {
 	wpt  kernel.Partitioner
 	wmem *recycler
 	st   [][]stateStore // per state partition, per spec
-	disk bool           // st holds DiskStores: partitions hold only the batch's groups
+	// groups holds each spec's partitions' folders (per spec), so that a
+	// batch's deltas of every partition are written as one bundle file.
+	groups []*statestore.Group
+	disk   bool // st holds DiskStores: partitions hold only the batch's groups
 	// pending holds each partition's input rows of this batch, in order.
 	pending [][]pendingRec
 	// pt is the partitioning scratch of the rows fed in input order
@@ -458,6 +461,12 @@ func (c *chainOp) storeDir(p int, s storeSpec) string {
 	return checkpoint.StoreDir(c.op.id(), p, s.name)
 }
 
+// folder is the storage of store i (spec) of partition p: its folder,
+// seen through the spec's group.
+func (c *chainOp) folder(cfg *config, p, i int, spec storeSpec) storage.Store {
+	return c.groups[i].Partition(p, storage.Sub(cfg.checkpoint, c.storeDir(p, spec)))
+}
+
 // conf is the operator's restart description with its named stores.
 func (c *chainOp) conf() OperatorConf {
 	oc := c.op.conf()
@@ -479,6 +488,10 @@ func (ex *executor) openState(ctx context.Context, cfg *config, committed int64)
 	}
 	for _, c := range ex.ops {
 		c.st = make([][]stateStore, c.nParts)
+		c.groups = make([]*statestore.Group, len(c.specs))
+		for i, spec := range c.specs {
+			c.groups[i] = statestore.NewGroup(storage.Sub(cfg.checkpoint, checkpoint.OperatorDir(c.op.id())), spec.name)
+		}
 		c.disk = cfg.backendFor(c.op.id()) != nil
 		for _, part := range c.parts {
 			if pp, ok := part.(interface{ setPartial(bool) }); ok {
@@ -500,14 +513,14 @@ func (ex *executor) openState(ctx context.Context, cfg *config, committed int64)
 			g.Go(func() error {
 				for i, spec := range c.specs {
 					if c.disk {
-						st, err := c.openDisk(ctx, cfg, p, spec, committed)
+						st, err := c.openDisk(ctx, cfg, p, i, spec, committed)
 						if err != nil {
 							return fmt.Errorf("operator %s partition %d%s: %w", c.op.id(), p, storeLabel(spec), err)
 						}
 						c.st[p][i] = st
 						continue
 					}
-					st, err := statestore.Open(ctx, storage.Sub(cfg.checkpoint, c.storeDir(p, spec)), storeOptions(cfg, spec))
+					st, err := statestore.Open(ctx, c.folder(cfg, p, i, spec), storeOptions(cfg, spec))
 					if err != nil {
 						return fmt.Errorf("operator %s partition %d%s: %w", c.op.id(), p, storeLabel(spec), err)
 					}

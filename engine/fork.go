@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,9 +155,13 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 		}
 		stats.SourceFiles++
 	}
-	for _, name := range stateFiles {
-		if err := cp(name); err != nil {
-			return stats, err
+	for _, f := range stateFiles {
+		b, err := f.folder.Get(ctx, f.rel)
+		if err != nil {
+			return stats, fmt.Errorf("engine: fork: read %s/%s: %w", srcURL, f.name, err)
+		}
+		if err := dst.PutIfAbsent(ctx, f.name, b); err != nil {
+			return stats, fmt.Errorf("engine: fork: write %s/%s: %w", storage.Redact(dst.URL()), f.name, err)
 		}
 		stats.StateFiles++
 	}
@@ -234,9 +239,19 @@ func whyNotCommitted(id int64, commits, offsets []int64) string {
 	return "is not committed (commits/ has a gap there)"
 }
 
+// forkFile is a state file a fork copies: name in the new checkpoint,
+// read as rel from folder (a partition's view, in which a delta bundled
+// with the other partitions' reads as the partition's own: the fork
+// writes it as one).
+type forkFile struct {
+	name   string
+	folder storage.Store
+	rel    string
+}
+
 // forkStateFiles returns the state files version loads from, in every
 // operator partition folder under state/, after checking the version loads.
-func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, version int64) ([]string, error) {
+func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, version int64) ([]forkFile, error) {
 	all, err := src.List(ctx, checkpoint.StateRoot+"/")
 	if err != nil {
 		return nil, fmt.Errorf("list %s/%s: %w", storage.Redact(src.URL()), checkpoint.StateRoot, err)
@@ -249,6 +264,9 @@ func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, v
 		dir = strings.TrimSuffix(dir, "/")
 		if strings.Count(dir, "/") != 2 {
 			continue
+		}
+		if _, err := strconv.Atoi(path.Base(dir)); err != nil {
+			continue // state/<operator>/deltas: bundles, read through the partitions
 		}
 		if _, ok := folders[dir]; !ok {
 			order = append(order, dir)
@@ -265,14 +283,28 @@ func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, v
 			}
 		}
 	}
-	var out []string
+	var out []forkFile
+	rd := checkpoint.NewReader(src)
 	for _, dir := range order {
-		files, err := stateFolderFiles(ctx, storage.Sub(src, dir), folders[dir], version)
+		op := path.Base(path.Dir(dir))
+		p, _ := strconv.Atoi(path.Base(dir))
+		folder := rd.State(op, p)
+		infos, err := folder.List(ctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("state %s: %w", dir, err)
+		}
+		var names []string
+		for _, in := range infos {
+			if !strings.Contains(in.Name, "/") {
+				names = append(names, in.Name)
+			}
+		}
+		files, err := stateFolderFiles(ctx, folder, names, version)
 		if err != nil {
 			return nil, fmt.Errorf("state %s at version %d: %w", dir, version, err)
 		}
 		for _, f := range files {
-			out = append(out, dir+"/"+f)
+			out = append(out, forkFile{name: dir + "/" + f, folder: folder, rel: f})
 		}
 	}
 	return out, nil

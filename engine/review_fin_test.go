@@ -379,7 +379,7 @@ func finCheckState(t *testing.T, cp storage.Store, stream *Stream, window bool, 
 	for v, w := range want {
 		got := map[string]int64{}
 		for p := range parts {
-			st, err := statestore.Open(ctx, storage.Sub(cp, checkpoint.StoreDir(c.op.id(), p, "")), statestore.Options{KeySchema: spec.key, ValueSchema: spec.value})
+			st, err := statestore.Open(ctx, checkpoint.NewReader(cp).StateStore(c.op.id(), p, ""), statestore.Options{KeySchema: spec.key, ValueSchema: spec.value})
 			if err != nil {
 				t.Fatal(err)
 			}

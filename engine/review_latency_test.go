@@ -171,8 +171,8 @@ func tempFiles(t *testing.T, dir string) []string {
 }
 
 // TestReviewStateSyncFailsAfterSink: the sink commits batch 2 while the
-// state sync of version 2 fails (some partitions' delta files renamed into
-// place, others not; or ENOSPC at the fsync). The run must stop with the
+// state sync of version 2 fails (the rename of its bundle of deltas, or
+// ENOSPC at the fsync). The run must stop with the
 // error and not write commits/2; a restart must re-run batch 2 from state 1
 // and give every row exactly once.
 func TestReviewStateSyncFailsAfterSink(t *testing.T) {
@@ -180,9 +180,9 @@ func TestReviewStateSyncFailsAfterSink(t *testing.T) {
 		name string
 		fs   func() *reviewFS
 	}{
-		{"second rename fails", func() *reviewFS { return &reviewFS{FS: storage.OSFS{}, version: 2, failRenameAt: 2} }},
-		{"first rename fails", func() *reviewFS { return &reviewFS{FS: storage.OSFS{}, version: 2, failRenameAt: 1} }},
-		{"last rename fails", func() *reviewFS { return &reviewFS{FS: storage.OSFS{}, version: 2, failRenameAt: 3} }},
+		// The state of version 2 is one bundle file (every partition's
+		// delta): its rename is the one that fails.
+		{"rename fails", func() *reviewFS { return &reviewFS{FS: storage.OSFS{}, version: 2, failRenameAt: 1} }},
 		{"fsync ENOSPC", func() *reviewFS { return &reviewFS{FS: storage.OSFS{}, version: 2, failSync: true} }},
 	}
 	for _, tc := range cases {

@@ -496,7 +496,7 @@ func TestReviewPartsNoLeak(t *testing.T) {
 	for _, v := range []int{wholeV, deltaV} {
 		t.Run(fmt.Sprint("commit of version ", v, " fails in one partition"), func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			failAt := fmt.Sprintf("state/g/5/%020d.delta", v)
+			failAt := fmt.Sprintf("state/g/deltas/%020d.delta", v) // the bundle of every partition
 			res := wholeRun(t, stream, scripts, wholeCfg{mode: Update, ops: []string{"g"}, mem: mem, keepGoing: true, parts: 8,
 				store: func(s storage.Store) storage.Store {
 					return &wholeFailStore{Store: s, fail: map[string]bool{failAt: true}}
@@ -584,7 +584,7 @@ func TestReviewPartsHalfCommitted(t *testing.T) {
 	for v, line := range want.progress {
 		w, d := partsCommits([]string{line}, "g")
 		if (w > 0 && v > 0 && len(fails) == 0) || (d > 0 && len(fails) == 1) {
-			fails = append(fails, fmt.Sprintf("state/g/%d/%020d.delta", v%8, v))
+			fails = append(fails, fmt.Sprintf("state/g/deltas/%020d.delta", v))
 		}
 	}
 	if len(fails) != 2 {

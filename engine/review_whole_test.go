@@ -219,7 +219,7 @@ func wholeStateVersions(t *testing.T, cp storage.Store, stream *Stream, mode Out
 	var out []string
 	for _, op := range ops {
 		for p := range parts {
-			st, err := statestore.Open(ctx, storage.Sub(cp, checkpoint.StoreDir(op, p, "")), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
+			st, err := statestore.Open(ctx, checkpoint.NewReader(cp).StateStore(op, p, ""), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -566,7 +566,7 @@ func TestReviewWholeHalfCommittedVersion(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			base := wholeCfg{mode: st.mode, ops: []string{"g"}, keepGoing: true, runs: 9}
 			want := wholeRun(t, st.stream, scripts, base, wholeOracle)
-			for _, failAt := range []string{fmt.Sprintf("state/g/2/%020d.delta", 2), fmt.Sprintf("state/g/1/%020d.delta", 5)} {
+			for _, failAt := range []string{fmt.Sprintf("state/g/deltas/%020d.delta", 2), fmt.Sprintf("state/g/deltas/%020d.delta", 5)} {
 				for _, paths := range append([]wholePaths{wholeOracle}, wholeVaries[0], wholeVaries[2]) {
 					cfg := base
 					cfg.store = func(s storage.Store) storage.Store {
@@ -700,7 +700,7 @@ func TestReviewWholeNoLeak(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		res := wholeRun(t, groupBy, scripts, wholeCfg{mode: Update, ops: []string{"g"}, mem: mem, keepGoing: true, parts: 4,
 			store: func(s storage.Store) storage.Store {
-				return &wholeFailStore{Store: s, fail: map[string]bool{fmt.Sprintf("state/g/2/%020d.delta", 3): true}}
+				return &wholeFailStore{Store: s, fail: map[string]bool{fmt.Sprintf("state/g/deltas/%020d.delta", 3): true}}
 			}}, wholeVaries[0])
 		if len(res.errs) != 1 {
 			t.Errorf("errors %v", res.errs)

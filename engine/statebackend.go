@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/onceflow/onceflow/statestore"
-	"github.com/onceflow/onceflow/storage"
 )
 
 // WithStateStore keeps the state of the query's operators with backend
@@ -194,9 +193,9 @@ func (c *chainOp) timeColumn() string {
 }
 
 // openDisk opens partition p's store on the backend at version committed.
-func (c *chainOp) openDisk(ctx context.Context, cfg *config, p int, spec storeSpec, committed int64) (statestore.DiskStore, error) {
+func (c *chainOp) openDisk(ctx context.Context, cfg *config, p, i int, spec storeSpec, committed int64) (statestore.DiskStore, error) {
 	backend := cfg.backendFor(c.op.id())
-	folder := storage.Sub(cfg.checkpoint, c.storeDir(p, spec))
+	folder := c.folder(cfg, p, i, spec)
 	var st statestore.DiskStore
 	var err error
 	if col := c.timeColumn(); col != "" {

@@ -10,6 +10,7 @@
 //	  commits/<20-digit N>         CommitEntry: batch N is done
 //	  progress/<20-digit N>        the engine's progress record of batch N
 //	  state/<operator>/<partition>/ a statestore folder
+//	  state/<operator>/deltas/     bundles of the partitions' deltas (statestore.Group)
 //	  sources/<i>/                 source i's own files
 //
 // Log entries are offsetlog entries (a version line, then one JSON

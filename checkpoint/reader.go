@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/onceflow/onceflow/offsetlog"
 	"github.com/onceflow/onceflow/statestore"
@@ -20,9 +19,6 @@ type Reader struct {
 	offsets  *offsetlog.Log[OffsetsEntry]
 	commits  *offsetlog.Log[CommitEntry]
 	progress *offsetlog.Log[json.RawMessage]
-
-	mu     sync.Mutex
-	groups map[[2]string]*statestore.Group // by operator and store
 }
 
 // NewReader returns a Reader of the checkpoint in store. It reads nothing
@@ -121,25 +117,17 @@ func (r *Reader) LatestProgress(ctx context.Context, into any) (id int64, ok boo
 
 // State returns a view of operator's state folder in one partition, for
 // statestore to read: the partition's own files and its deltas bundled
-// with the other partitions' (statestore.Group).
+// with the other partitions' (statestore.Group). The view learns which
+// bundles exist at its first use: a view of a running query's checkpoint
+// is a look at one moment, and a later look takes a new view.
 func (r *Reader) State(operator string, partition int) storage.Store {
 	return r.StateStore(operator, partition, "")
 }
 
 // StateStore returns a view of one named store of operator's state in a
-// partition ("" is State).
+// partition ("" is State), as State does.
 func (r *Reader) StateStore(operator string, partition int, store string) storage.Store {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := [2]string{operator, store}
-	g := r.groups[k]
-	if g == nil {
-		if r.groups == nil {
-			r.groups = map[[2]string]*statestore.Group{}
-		}
-		g = statestore.NewGroup(storage.Sub(r.store, OperatorDir(operator)), store)
-		r.groups[k] = g
-	}
+	g := statestore.NewGroup(storage.Sub(r.store, OperatorDir(operator)), store)
 	return g.Partition(partition, storage.Sub(r.store, StoreDir(operator, partition, store)))
 }
 

@@ -102,6 +102,8 @@
 //	                               an operator with several named stores: a
 //	                               join's left/, right/, table/; a processor's
 //	                               states and timers, docs/format/processor.md)
+//	state/<operator>/deltas/       a batch's deltas of every partition of a
+//	                               store in one bundle file (statestore.Group)
 //	sources/<i>/                   the source's own log, if it keeps one
 //	.lock                          local checkpoints only: the driver lock
 //

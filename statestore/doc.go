@@ -4,7 +4,10 @@
 // batch); this package is its log and its loader.
 //
 // It owns one folder of the checkpoint, state/<operator>/<partition>/, given
-// to Open as a storage.Store already narrowed to it (storage.Sub). It knows
+// to Open as a storage.Store already narrowed to it (storage.Sub), or a
+// Group's view of it: a Group keeps the partitions' deltas of one batch in
+// one bundle file, state/<operator>/deltas/<N>.delta (format version 3),
+// which each partition's Store reads and purges as its own files. It knows
 // nothing of operators, batches or sinks, and never imports the engine.
 //
 // # Versions

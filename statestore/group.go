@@ -626,7 +626,7 @@ const (
 	kindBundle          = 4
 	bundleEntrySize     = 24
 	// bundleReadAhead is the first read of a bundle: its header and an
-	// index of up to 168 partitions.
+	// index of up to 169 partitions.
 	bundleReadAhead = 4096
 	// bundleMaxEntries bounds a bundle's index (a partition count).
 	bundleMaxEntries = 1 << 20
@@ -684,6 +684,9 @@ func decodeBundleIndex(file string, b []byte, n int) (map[int]bundleEntry, error
 	crcAt := end - 8
 	if got, want := binary.LittleEndian.Uint32(b[crcAt:]), crc32.Checksum(b[:crcAt], castagnoli); got != want {
 		return bad(crcAt, "index checksum mismatch (stored %08x, computed %08x)", got, want)
+	}
+	if r := binary.LittleEndian.Uint32(b[crcAt+4:]); r != 0 {
+		return bad(crcAt+4, "reserved field after the index is %d, not 0", r)
 	}
 	entries := make(map[int]bundleEntry, n)
 	prev := int64(-1)

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"LargeObject", testLargeObject},
 		{"CanceledContext", testCanceledContext},
 		{"URL", testURL},
+		{"GetRange", testGetRange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -573,5 +574,38 @@ func testURL(t *testing.T, s storage.Store) {
 	}
 	if strings.Contains(u, "@") {
 		t.Fatalf("URL() = %q carries user information", u)
+	}
+}
+
+// testGetRange: storage.GetRange (the store's own RangeGetter when it has
+// one) reads the asked bytes, fewer at the object's end, none past it,
+// through a Sub view too, and a missing object is ErrNotExist.
+func testGetRange(t *testing.T, s storage.Store) {
+	ctx := ctxFor(t)
+	data := make([]byte, 10000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	mustPut(t, s, "r/obj", data)
+	for _, st := range []struct {
+		s    storage.Store
+		name string
+	}{{s, "r/obj"}, {storage.Sub(s, "r"), "obj"}} {
+		for _, c := range []struct{ off, n int64 }{{0, 1}, {0, 10000}, {1, 4096}, {9990, 100}, {9999, 1}, {10000, 5}, {20000, 5}, {5, 0}} {
+			got, err := storage.GetRange(ctx, st.s, st.name, c.off, c.n)
+			if err != nil {
+				t.Fatalf("GetRange(%s, %d, %d): %v", st.name, c.off, c.n, err)
+			}
+			lo, hi := min(c.off, 10000), min(c.off+c.n, 10000)
+			if !bytes.Equal(got, data[lo:hi]) {
+				t.Errorf("GetRange(%s, %d, %d): %d bytes, want %d (bytes %d..%d)", st.name, c.off, c.n, len(got), hi-lo, lo, hi)
+			}
+		}
+	}
+	if _, err := storage.GetRange(ctx, s, "r/missing", 0, 10); !storage.IsNotExist(err) {
+		t.Errorf("GetRange of a missing object: %v, want ErrNotExist", err)
+	}
+	if _, err := storage.GetRange(ctx, s, "r/obj", -1, 10); err == nil {
+		t.Errorf("GetRange from byte -1: no error")
 	}
 }

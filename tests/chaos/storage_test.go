@@ -49,7 +49,11 @@ func TestStorageFaults(t *testing.T) {
 		for range *chaosRounds {
 			seed++
 			fill := func(spec string) string {
-				return strings.NewReplacer("{seed}", fmt.Sprint(seed), "{n}", fmt.Sprint(1+h.rng.IntN(40))).Replace(spec)
+				// A batch writes about four checkpoint objects (its plan,
+				// its commit, its progress, one bundle of state deltas a
+				// store), so the nth call is drawn from the first dozen:
+				// a run of a few batches makes that many.
+				return strings.NewReplacer("{seed}", fmt.Sprint(seed), "{n}", fmt.Sprint(1+h.rng.IntN(12))).Replace(spec)
 			}
 			cp, lake := fill(f.checkpoint), fill(f.lake)
 			h.produce(cl, 120+h.rng.IntN(120))

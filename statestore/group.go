@@ -65,6 +65,11 @@ type Group struct {
 type bundleInfo struct {
 	entries map[int]bundleEntry // partition → its delta's bytes
 	done    map[int]bool        // partitions whose view deleted the delta
+	// written is set for a bundle this Group wrote: its Put may have been
+	// deferred (storage.SyncGroup) and then aborted, leaving an earlier
+	// attempt's file, or none, under the name. The first read checks the
+	// file's index before trusting entries.
+	written bool
 }
 
 // bundleEntry locates a partition's delta in a bundle file.
@@ -160,6 +165,24 @@ func (g *Group) section(ctx context.Context, p int, version int64) (data []byte,
 		return nil, false, err
 	}
 	b := g.bundles[version]
+	if b != nil && b.written {
+		// Check the file holds what this Group wrote (g.mu is held: the
+		// read is one small read, once per bundle written).
+		disk, err := g.readIndex(ctx, version)
+		switch {
+		case storage.IsNotExist(err):
+			delete(g.bundles, version)
+			b = nil
+		case err != nil:
+			g.mu.Unlock()
+			return nil, false, err
+		case !maps.Equal(disk, b.entries):
+			b.entries = disk // an earlier attempt's bundle
+		}
+		if b != nil {
+			b.written = false
+		}
+	}
 	var e bundleEntry
 	if b != nil && !b.done[p] {
 		e, ok = b.entries[p]
@@ -357,7 +380,7 @@ func (g *Group) write(ctx context.Context, s *staged) error {
 	if err := g.st.Put(ctx, name, data); err != nil {
 		return fmt.Errorf("statestore: write %s/%s: %w", g.st.URL(), name, err)
 	}
-	g.bundles[s.version] = &bundleInfo{entries: entries, done: map[int]bool{}}
+	g.bundles[s.version] = &bundleInfo{entries: entries, done: map[int]bool{}, written: true}
 	g.spare = data // Put keeps no reference to it
 	return nil
 }
@@ -373,10 +396,19 @@ func (s *staged) encode() ([]byte, map[int]bundleEntry) {
 	}
 	slices.Sort(parts)
 	buf := s.buf
-	if shift := bundleIndexEnd(s.reserved) - bundleIndexEnd(len(parts)); shift != 0 {
-		start := bundleIndexEnd(len(parts))
+	start := bundleIndexEnd(len(parts))
+	switch shift := bundleIndexEnd(s.reserved) - start; {
+	case shift > 0:
 		n := copy(buf[start:], buf[start+shift:])
 		buf = buf[:start+int64(n)]
+	case shift < 0:
+		// More partitions staged than the index reserved (a view made
+		// after the first stage): the deltas move up.
+		deltas := buf[start+shift:]
+		grown := make([]byte, start, start+int64(len(deltas))+trailerSize)
+		buf = append(grown, deltas...)
+	}
+	if shift := bundleIndexEnd(s.reserved) - start; shift != 0 {
 		for p, e := range s.at {
 			s.at[p] = bundleEntry{off: e.off - shift, n: e.n}
 		}

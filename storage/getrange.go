@@ -58,7 +58,20 @@ func (OSFS) ReadRange(name string, off, n int64) ([]byte, error) {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
-	buf := make([]byte, n)
+	// The buffer is for the bytes there are, not for n: a reader asks for
+	// "up to n" (an index's guess, a length from a file) and a large n
+	// must not allocate what the file does not hold.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, syscall.EISDIR
+	}
+	if off >= fi.Size() {
+		return nil, nil
+	}
+	buf := make([]byte, min(n, fi.Size()-off))
 	got, err := f.ReadAt(buf, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err

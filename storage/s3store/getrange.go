@@ -20,9 +20,6 @@ func (s *Store) GetRange(ctx context.Context, name string, off, n int64) ([]byte
 	if off < 0 || n < 0 {
 		return nil, fmt.Errorf("s3store: read %s/%s: bad range %d+%d", s.URL(), name, off, n)
 	}
-	if n == 0 {
-		return nil, nil
-	}
 	key, err := s.key(name)
 	if err != nil {
 		return nil, err
@@ -30,7 +27,9 @@ func (s *Store) GetRange(ctx context.Context, name string, off, n int64) ([]byte
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(s.bucket),
 		Key:    aws.String(key),
-		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
+		// A range of no bytes cannot be asked for: ask for one and drop
+		// it, so that a missing object is still reported.
+		Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+max(n, 1)-1)),
 	})
 	if err != nil {
 		var ae smithy.APIError
@@ -40,6 +39,9 @@ func (s *Store) GetRange(ctx context.Context, name string, off, n int64) ([]byte
 		return nil, s.fail(ctx, "get", name, err)
 	}
 	defer func() { _ = out.Body.Close() }()
+	if n == 0 {
+		return nil, nil
+	}
 	var buf bytes.Buffer
 	if out.ContentLength != nil && *out.ContentLength > 0 {
 		buf.Grow(int(*out.ContentLength))

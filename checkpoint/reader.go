@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/onceflow/onceflow/offsetlog"
-	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -116,19 +115,17 @@ func (r *Reader) LatestProgress(ctx context.Context, into any) (id int64, ok boo
 }
 
 // State returns a view of operator's state folder in one partition, for
-// statestore to read: the partition's own files and its deltas bundled
-// with the other partitions' (statestore.Group). The view learns which
-// bundles exist at its first use: a view of a running query's checkpoint
-// is a look at one moment, and a later look takes a new view.
+// statestore to read. Its deltas may be bundled with the other
+// partitions' (state format 3) in state/<operator>/deltas/: read it
+// through a statestore.Group's view (engine.StateFolder) to see them.
 func (r *Reader) State(operator string, partition int) storage.Store {
-	return r.StateStore(operator, partition, "")
+	return storage.Sub(r.store, StateDir(operator, partition))
 }
 
 // StateStore returns a view of one named store of operator's state in a
-// partition ("" is State), as State does.
+// partition ("" is State).
 func (r *Reader) StateStore(operator string, partition int, store string) storage.Store {
-	g := statestore.NewGroup(storage.Sub(r.store, OperatorDir(operator)), store)
-	return g.Partition(partition, storage.Sub(r.store, StoreDir(operator, partition, store)))
+	return storage.Sub(r.store, StoreDir(operator, partition, store))
 }
 
 // Source returns a view of source i's folder.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/offsetlog"
+	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
 
@@ -79,6 +80,19 @@ func openCheckpoint(ctx context.Context, store storage.Store, name string, now t
 	}
 	cp.meta = meta
 	return cp, nil
+}
+
+// StateFolder returns the storage view, in the checkpoint cp, of store
+// ("" for an operator's one store) of operator's state in partition, on
+// which a statestore.Store opens as the engine opens it: the partition's
+// own files, and its deltas that the batches bundled with the other
+// partitions' (state format 3, statestore.Group). The view learns which
+// bundles exist at its first use: a view of a running query's checkpoint
+// is a look at one moment, and a later look takes a new view. Tools read
+// a partition's state through it (onceflow checkpoint inspect and state).
+func StateFolder(cp storage.Store, operator string, partition int, store string) storage.Store {
+	g := statestore.NewGroup(storage.Sub(cp, checkpoint.OperatorDir(operator)), store)
+	return g.Partition(partition, storage.Sub(cp, checkpoint.StoreDir(operator, partition, store)))
 }
 
 // stateDir is the checkpoint folder of operator's state in one partition.

@@ -284,11 +284,10 @@ func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, v
 		}
 	}
 	var out []forkFile
-	rd := checkpoint.NewReader(src)
 	for _, dir := range order {
 		op := path.Base(path.Dir(dir))
 		p, _ := strconv.Atoi(path.Base(dir))
-		folder := rd.State(op, p)
+		folder := StateFolder(src, op, p, "")
 		infos, err := folder.List(ctx, "")
 		if err != nil {
 			return nil, fmt.Errorf("state %s: %w", dir, err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow/batch"
-	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/statestore"
 )
@@ -30,7 +29,7 @@ func TestGroupByCommitsWholeStateWhenMostGroupsChange(t *testing.T) {
 	if _, err := totals(memsink.New("a")); err != nil {
 		t.Fatal(err)
 	}
-	infos, err := checkpoint.NewReader(cp).State("totals", 0).List(context.Background(), "")
+	infos, err := StateFolder(cp, "totals", 0, "").List(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
@@ -237,7 +236,7 @@ func countStoreRows(t *testing.T, cp storage.Store, op string, parts int, store 
 		}
 	}
 	for p := range parts {
-		st, err := statestore.Open(ctx, checkpoint.NewReader(cp).StateStore(op, p, store), statestore.Options{KeySchema: spec.key, ValueSchema: spec.value})
+		st, err := statestore.Open(ctx, StateFolder(cp, op, p, store), statestore.Options{KeySchema: spec.key, ValueSchema: spec.value})
 		if err != nil {
 			t.Fatal(err)
 		}

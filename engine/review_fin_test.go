@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
-	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/storage"
 )
@@ -379,7 +378,7 @@ func finCheckState(t *testing.T, cp storage.Store, stream *Stream, window bool, 
 	for v, w := range want {
 		got := map[string]int64{}
 		for p := range parts {
-			st, err := statestore.Open(ctx, checkpoint.NewReader(cp).StateStore(c.op.id(), p, ""), statestore.Options{KeySchema: spec.key, ValueSchema: spec.value})
+			st, err := statestore.Open(ctx, StateFolder(cp, c.op.id(), p, ""), statestore.Options{KeySchema: spec.key, ValueSchema: spec.value})
 			if err != nil {
 				t.Fatal(err)
 			}

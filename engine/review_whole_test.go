@@ -219,7 +219,7 @@ func wholeStateVersions(t *testing.T, cp storage.Store, stream *Stream, mode Out
 	var out []string
 	for _, op := range ops {
 		for p := range parts {
-			st, err := statestore.Open(ctx, checkpoint.NewReader(cp).StateStore(op, p, ""), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
+			st, err := statestore.Open(ctx, StateFolder(cp, op, p, ""), statestore.Options{KeySchema: specs[op].key, ValueSchema: specs[op].value})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -63,11 +63,9 @@ func TestReviewBundleLateView(t *testing.T) {
 	}
 }
 
-// A bundle whose index lacks a partition that the others' bundle holds
-// (and that has no delta of its own) is damage: the load must say so as a
-// *CorruptionError naming the bundle, not report the version as never
-// committed.
-func TestReviewBundleMissingPartitionIsCorruption(t *testing.T) {
+// A bundle whose index lacks a partition (which has no delta of its own):
+// the load of that partition fails loudly, naming the missing delta.
+func TestReviewBundleMissingPartitionFailsLoad(t *testing.T) {
 	ctx := context.Background()
 	root := newLocal(t, t.TempDir())
 	_, sts := groupStores(t, root, 3, 1000, 100)
@@ -92,11 +90,21 @@ func TestReviewBundleMissingPartitionIsCorruption(t *testing.T) {
 	if err := root.Put(ctx, name, data); err != nil {
 		t.Fatal(err)
 	}
+	// A bundle may hold fewer partitions than the store has (the format
+	// allows it: a Bundle writes the partitions that committed), so the
+	// partition's version 1 is missing, not corrupt: the load fails,
+	// naming the missing delta and the partition's folder.
 	_, fresh := groupStores(t, root, 3, 1000, 100)
 	_, err = fresh[1].Load(ctx, 1)
-	var ce *CorruptionError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "deltas/"+FileName(1, false)) {
-		t.Fatalf("partition 1 version 1, missing from its bundle's index: %v; want a *CorruptionError naming the bundle", err)
+	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), FileName(1, false)) || !strings.Contains(err.Error(), "state/op/1") {
+		t.Fatalf("partition 1 version 1, missing from its bundle's index: %v; want ErrMissing naming the delta and the folder", err)
+	}
+	for _, p := range []int{0, 2} {
+		recs, err := fresh[p].Load(ctx, 1)
+		if err != nil {
+			t.Errorf("partition %d version 1: %v", p, err)
+		}
+		releaseAll(recs)
 	}
 }
 

@@ -120,7 +120,7 @@ func inspectCheckpoint(ctx context.Context, store storage.Store) (*checkpointRep
 						return nil, err
 					}
 					closeState()
-					backend, err := statestore.ReadBackend(ctx, checkpoint.NewReader(store).StateStore(op.ID, p, sn))
+					backend, err := statestore.ReadBackend(ctx, engine.StateFolder(store, op.ID, p, sn))
 					if err != nil {
 						return nil, err
 					}

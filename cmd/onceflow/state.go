@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/onceflow/onceflow/checkpoint"
+	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/statestore/pebblestore"
@@ -27,7 +28,7 @@ type stateReader interface {
 // is read through pebblestore, restored into a temporary directory that
 // the returned close removes.
 func openState(ctx context.Context, cp storage.Store, op, store string, part int, version int64) (stateReader, statestore.Info, int64, func(), error) {
-	dir := checkpoint.NewReader(cp).StateStore(op, part, store)
+	dir := engine.StateFolder(cp, op, part, store)
 	var info statestore.Info
 	nop := func() {}
 	label := fmt.Sprintf("state of %s partition %d", op, part)

@@ -16,7 +16,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
-	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/statestore"
@@ -93,7 +92,7 @@ func stateRows(t *testing.T, cp storage.Store, id string, parts int, pebble bool
 	ctx := context.Background()
 	var total int64
 	for p := range parts {
-		folder := checkpoint.NewReader(cp).State(id, p)
+		folder := engine.StateFolder(cp, id, p, "")
 		ks, vs, err := statestore.ReadSchemas(ctx, folder)
 		if err != nil {
 			t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/onceflow/onceflow/batch"
-	"github.com/onceflow/onceflow/checkpoint"
 	"github.com/onceflow/onceflow/engine"
 	"github.com/onceflow/onceflow/memsink"
 	"github.com/onceflow/onceflow/statestore"
@@ -357,7 +356,7 @@ func rvWorkingIndex(t *testing.T, cp storage.Store, root, id string, parts int, 
 	}
 	var rows, indexed int64
 	for p := range parts {
-		folder := checkpoint.NewReader(cp).State(id, p)
+		folder := engine.StateFolder(cp, id, p, "")
 		ks, vs, err := statestore.ReadSchemas(ctx, folder)
 		if err != nil {
 			t.Fatal(err)

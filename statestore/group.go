@@ -427,8 +427,10 @@ func (s *staged) encode() ([]byte, map[int]bundleEntry) {
 	}
 	end := bundleIndexEnd(len(parts)) - 8
 	binary.LittleEndian.PutUint32(buf[end:], crc32.Checksum(buf[:end], castagnoli))
+	// The trailer carries no checksum of the whole file: the header and
+	// index have theirs, and each delta its own (checking the bytes twice
+	// cost 3% of a commit-bound query's CPU).
 	var tr [trailerSize]byte
-	binary.LittleEndian.PutUint32(tr[0:], crc32.Checksum(buf, castagnoli))
 	copy(tr[4:], fileMagic)
 	return append(buf, tr[:]...), s.at
 }
@@ -652,7 +654,8 @@ func (v *partView) Unwrap() storage.Store { return v.st }
 //	         (ascending partitions; offset from the file's start)
 //	         then CRC-32C of the header and index, u32, and 0 u32
 //	deltas   each entry's bytes: one format 2 delta file, whole
-//	trailer  8 bytes: CRC-32C of every byte before it, u32; magic "OFST"
+//	trailer  8 bytes: 0 u32; magic "OFST" (no checksum of its own: the
+//	         index and each delta carry theirs)
 const (
 	bundleFormatVersion = 3
 	kindBundle          = 4
@@ -750,9 +753,10 @@ func decodeBundleIndex(file string, b []byte, n int) (map[int]bundleEntry, error
 	return entries, nil
 }
 
-// VerifyBundle checks a whole bundle file's bytes (trailer, checksum and
-// index; each delta is a state file of its own that a Store checks) and
-// returns its partitions' deltas, for tools.
+// VerifyBundle checks a whole bundle file's bytes (header, index,
+// trailer, and each delta's own envelope checksum; a Store checks the rest
+// of a delta when it reads it) and returns its partitions' deltas, for
+// tools.
 func VerifyBundle(file string, data []byte, version int64) (map[int][]byte, error) {
 	n, err := checkBundleHeader(file, data, version)
 	if err != nil {
@@ -769,21 +773,29 @@ func VerifyBundle(file string, data []byte, version int64) (map[int][]byte, erro
 	if size < bundleIndexEnd(n)+trailerSize || string(data[size-4:]) != fileMagic {
 		return bad(size, "no trailing magic: truncated or not written whole")
 	}
-	crcAt := size - trailerSize
-	if got, want := binary.LittleEndian.Uint32(data[crcAt:]), crc32.Checksum(data[:crcAt], castagnoli); got != want {
-		return bad(crcAt, "checksum mismatch (stored %08x, computed %08x)", got, want)
+	end := size - trailerSize
+	if r := binary.LittleEndian.Uint32(data[end:]); r != 0 {
+		return bad(end, "reserved field of the trailer is %d, not 0", r)
 	}
 	out := make(map[int][]byte, n)
 	last := bundleIndexEnd(n)
 	for p, e := range entries {
-		if e.off+e.n > crcAt {
+		if e.off+e.n > end {
 			return bad(e.off, "partition %d's delta runs past the trailer", p)
 		}
-		out[p] = data[e.off : e.off+e.n]
+		d := data[e.off : e.off+e.n]
+		crcAt := e.n - trailerSize
+		if string(d[e.n-4:]) != fileMagic {
+			return bad(e.off+e.n-4, "partition %d's delta has no trailing magic", p)
+		}
+		if got, want := binary.LittleEndian.Uint32(d[crcAt:]), crc32.Checksum(d[:crcAt], castagnoli); got != want {
+			return bad(e.off+crcAt, "partition %d's delta: checksum mismatch (stored %08x, computed %08x)", p, got, want)
+		}
+		out[p] = d
 		last = max(last, e.off+e.n)
 	}
-	if last != crcAt {
-		return bad(last, "%d bytes between the last delta and the trailer", crcAt-last)
+	if last != end {
+		return bad(last, "%d bytes between the last delta and the trailer", end-last)
 	}
 	return out, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -249,61 +248,46 @@ type forkFile struct {
 	rel    string
 }
 
-// forkStateFiles returns the state files version loads from, in every
-// operator partition folder under state/, after checking the version loads.
+// forkStateFiles returns the state files version loads from, in the
+// folder of every store of every operator partition the plan names
+// (state/<operator>/<partition>/, and <store>/ below it for an operator
+// with several stores: a join's sides, a processor's states and timers),
+// after checking the version loads.
 func forkStateFiles(ctx context.Context, src storage.Store, plan OffsetsEntry, version int64) ([]forkFile, error) {
-	all, err := src.List(ctx, checkpoint.StateRoot+"/")
-	if err != nil {
-		return nil, fmt.Errorf("list %s/%s: %w", storage.Redact(src.URL()), checkpoint.StateRoot, err)
-	}
-	// Folders state/<operator>/<partition>/.
-	folders := map[string][]string{}
-	var order []string
-	for _, f := range all {
-		dir, base := path.Split(f.Name)
-		dir = strings.TrimSuffix(dir, "/")
-		if strings.Count(dir, "/") != 2 {
-			continue
-		}
-		if _, err := strconv.Atoi(path.Base(dir)); err != nil {
-			continue // state/<operator>/deltas: bundles, read through the partitions
-		}
-		if _, ok := folders[dir]; !ok {
-			order = append(order, dir)
-		}
-		folders[dir] = append(folders[dir], base)
-	}
-	sort.Strings(order)
-	// Every operator the plan names must have its partitions.
-	for _, op := range plan.Conf.Operators {
-		for p := 0; p < plan.Conf.StatePartitions; p++ {
-			dir := stateDir(op.ID, p)
-			if _, ok := folders[dir]; !ok && version >= 0 {
-				return nil, fmt.Errorf("state of operator %q partition %d: folder %s is missing", op.ID, p, dir)
-			}
-		}
-	}
 	var out []forkFile
-	for _, dir := range order {
-		op := path.Base(path.Dir(dir))
-		p, _ := strconv.Atoi(path.Base(dir))
-		folder := StateFolder(src, op, p, "")
-		infos, err := folder.List(ctx, "")
-		if err != nil {
-			return nil, fmt.Errorf("state %s: %w", dir, err)
+	for _, op := range plan.Conf.Operators {
+		stores := []string{""}
+		if len(op.Stores) > 0 {
+			stores = op.Stores
 		}
-		var names []string
-		for _, in := range infos {
-			if !strings.Contains(in.Name, "/") {
-				names = append(names, in.Name)
+		for _, store := range stores {
+			for p := 0; p < plan.Conf.StatePartitions; p++ {
+				dir := checkpoint.StoreDir(op.ID, p, store)
+				folder := StateFolder(src, op.ID, p, store)
+				infos, err := folder.List(ctx, "")
+				if err != nil {
+					return nil, fmt.Errorf("list %s/%s: %w", storage.Redact(src.URL()), dir, err)
+				}
+				var names []string
+				for _, in := range infos {
+					if !strings.Contains(in.Name, "/") { // a named store's folder below
+						names = append(names, in.Name)
+					}
+				}
+				if len(names) == 0 {
+					if version < 0 {
+						continue
+					}
+					return nil, fmt.Errorf("state of operator %q partition %d%s: folder %s is missing", op.ID, p, storeLabel(storeSpec{name: store}), dir)
+				}
+				files, err := stateFolderFiles(ctx, folder, names, version)
+				if err != nil {
+					return nil, fmt.Errorf("state %s at version %d: %w", dir, version, err)
+				}
+				for _, f := range files {
+					out = append(out, forkFile{name: dir + "/" + f, folder: folder, rel: f})
+				}
 			}
-		}
-		files, err := stateFolderFiles(ctx, folder, names, version)
-		if err != nil {
-			return nil, fmt.Errorf("state %s at version %d: %w", dir, version, err)
-		}
-		for _, f := range files {
-			out = append(out, forkFile{name: dir + "/" + f, folder: folder, rel: f})
 		}
 	}
 	return out, nil

@@ -15,9 +15,9 @@ import (
 
 // A join (two named stores) run with a restart after every batch, small
 // retention and snapshots: its deltas are bundled per store, no bundle
-// outlives what retention keeps (purges spread over restarts). (A fork of
-// a join is refused before and after format 3: forkStateFiles sees no
-// state/j/<p> folder, as a named store's files sit one level deeper.)
+// outlives what retention keeps (purges spread over restarts), and a fork
+// from a late batch replays the rest as the first run did (the fork
+// copies both named stores' folders, state/j/<p>/left and right).
 func TestReviewBundleJoinRestartsPurgeFork(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 3))
 	left, right := jScript(rng, 14)
@@ -58,6 +58,47 @@ func TestReviewBundleJoinRestartsPurgeFork(t *testing.T) {
 		}
 	}
 
+	from := ids[len(ids)-2]
+	dst := localStore(t)
+	stats, err := forkCheckpoint(context.Background(), cp, dst, from, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatalf("fork of a join from batch %d: %v", from, err)
+	}
+	if stats.StateFiles == 0 {
+		t.Fatalf("fork copied no state file: %+v", stats)
+	}
+	for _, n := range listNames(t, dst) {
+		if strings.HasPrefix(n, "state/j/0/") && !strings.HasPrefix(n, "state/j/0/left/") && !strings.HasPrefix(n, "state/j/0/right/") {
+			t.Errorf("%s: a file outside the join's named stores", n)
+		}
+	}
+	l2, r2 := newJSource("l", left), newJSource("r", right)
+	l2.limit.Store(int64(len(left)))
+	r2.limit.Store(int64(len(right)))
+	replay := memsink.New("replay")
+	if _, err := runQuery(t, joinStream(l2, r2, FullOuter, 5*time.Second, -5*time.Second, 10*time.Second),
+		WithCheckpoint(dst), WithSink(replay), WithTrigger(AvailableNow()), WithStatePartitions(3)); err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, id := range replay.BatchIDs() {
+		if id > ids[len(ids)-1] {
+			continue // a no-data batch the watermark drives, after what the Once runs made
+		}
+		for _, r := range replay.Batch(id) {
+			got = append(got, fmt.Sprint(id, r))
+		}
+	}
+	for _, id := range ids {
+		if id >= from {
+			for _, r := range sink.Batch(id) {
+				want = append(want, fmt.Sprint(id, r))
+			}
+		}
+	}
+	if a, b := strings.Join(got, "\n"), strings.Join(want, "\n"); a != b {
+		t.Errorf("fork replay\n%s\nfirst run\n%s", a, b)
+	}
 }
 
 // A chain of two operators (window, then group by), restarted after every

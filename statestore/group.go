@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"maps"
@@ -70,6 +71,12 @@ type bundleInfo struct {
 	// attempt's file, or none, under the name. The first read checks the
 	// file's index before trusting entries.
 	written bool
+	// damaged is the error reading the bundle's header or index gave:
+	// which partitions it holds is unknown, so every partition lists it,
+	// and a read of it (only a load that needs the version reads it)
+	// fails with that error. A damaged bundle of a version no load needs
+	// any more is purged like any other.
+	damaged error
 }
 
 // bundleEntry locates a partition's delta in a bundle file.
@@ -122,6 +129,11 @@ func (g *Group) load(ctx context.Context) error {
 			continue
 		}
 		entries, err := g.readIndex(ctx, v)
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			bundles[v] = &bundleInfo{damaged: err, done: map[int]bool{}}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -183,6 +195,10 @@ func (g *Group) section(ctx context.Context, p int, version int64) (data []byte,
 			b.written = false
 		}
 	}
+	if b != nil && b.damaged != nil && !b.done[p] {
+		g.mu.Unlock()
+		return nil, false, b.damaged
+	}
 	var e bundleEntry
 	if b != nil && !b.done[p] {
 		e, ok = b.entries[p]
@@ -213,7 +229,9 @@ func (g *Group) bundled(ctx context.Context, p int) (map[int64]int64, error) {
 	}
 	out := map[int64]int64{}
 	for v, b := range g.bundles {
-		if e, ok := b.entries[p]; ok && !b.done[p] {
+		if b.damaged != nil && !b.done[p] {
+			out[v] = 0
+		} else if e, ok := b.entries[p]; ok && !b.done[p] {
 			out[v] = e.n
 		}
 	}
@@ -251,11 +269,14 @@ func (g *Group) done(ctx context.Context, p int, version int64) error {
 	if b == nil {
 		return nil
 	}
-	if _, ok := b.entries[p]; !ok {
+	holds := len(b.entries)
+	if b.damaged != nil {
+		holds = g.nparts // unknown: every partition with a view is done with it
+	} else if _, ok := b.entries[p]; !ok {
 		return nil
 	}
 	b.done[p] = true
-	if len(b.done) < len(b.entries) {
+	if len(b.done) < holds {
 		return nil
 	}
 	if err := g.st.Delete(ctx, g.name(version)); err != nil {

@@ -347,3 +347,52 @@ func TestGroupRangeReads(t *testing.T) {
 		t.Errorf("a folder: %v", err)
 	}
 }
+
+// A damaged bundle of a version no load needs any more does not block the
+// store (as an unneeded damaged delta file never did): loads of later
+// versions work, a load that needs it fails naming it, and purge removes
+// it.
+func TestGroupDamagedOldBundle(t *testing.T) {
+	ctx := context.Background()
+	root := newLocal(t, t.TempDir())
+	_, sts := groupStores(t, root, 2, 1, 1)
+	for v := range int64(4) {
+		commitBundled(t, sts, v, [][]row{{{user: "a", count: v}}, {{user: "b", shard: 1, count: v}}})
+	}
+	for _, st := range sts {
+		if err := st.Maintain(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := "state/op/deltas/" + FileName(0, false)
+	data, err := root.Get(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[headerSize+9] ^= 0xff // the index's bytes: its checksum fails
+	if err := root.Put(ctx, name, data); err != nil {
+		t.Fatal(err)
+	}
+	_, fresh := groupStores(t, root, 2, 1, 1)
+	for p, st := range fresh {
+		want := []row{{user: "a", count: 3}}
+		if p == 1 {
+			want = []row{{user: "b", shard: 1, count: 3}}
+		}
+		if got := loadRows(t, st, 3); !rowsEqual(got, want) {
+			t.Fatalf("partition %d version 3: %s", p, diff(got, want))
+		}
+	}
+	var ce *CorruptionError
+	if _, err := fresh[0].Load(ctx, 1); !errors.As(err, &ce) || !strings.Contains(err.Error(), "deltas/"+FileName(0, false)) {
+		t.Fatalf("load of version 1, which needs the damaged bundle: %v", err)
+	}
+	for _, st := range fresh {
+		if err := st.Purge(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := root.Get(ctx, name); !storage.IsNotExist(err) {
+		t.Errorf("the damaged bundle outlived every partition's purge: %v", err)
+	}
+}

@@ -95,11 +95,6 @@ func StateFolder(cp storage.Store, operator string, partition int, store string)
 	return g.Partition(partition, storage.Sub(cp, checkpoint.StoreDir(operator, partition, store)))
 }
 
-// stateDir is the checkpoint folder of operator's state in one partition.
-func stateDir(operator string, partition int) string {
-	return checkpoint.StateDir(operator, partition)
-}
-
 // ReadMetadata reads a checkpoint's metadata file (checkpoint.ReadMetadata).
 func ReadMetadata(ctx context.Context, store storage.Store) (Metadata, error) {
 	return checkpoint.ReadMetadata(ctx, store)

@@ -131,8 +131,10 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 		return stats, fmt.Errorf("engine: fork: list %s/%s: %w", srcURL, checkpoint.SourcesRoot, err)
 	}
 
-	cp := func(name string) error {
-		b, err := src.Get(ctx, name)
+	// copyAs copies rel of from (src, or a state partition's view of it)
+	// to name in dst.
+	copyAs := func(from storage.Store, rel, name string) error {
+		b, err := from.Get(ctx, rel)
 		if err != nil {
 			return fmt.Errorf("engine: fork: read %s/%s: %w", srcURL, name, err)
 		}
@@ -141,6 +143,7 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 		}
 		return nil
 	}
+	cp := func(name string) error { return copyAs(src, name, name) }
 	// Order: sources, state, progress, commits, offsets but the last,
 	// metadata, offsets/last. Until offsets/last exists the engine
 	// refuses dst (commits beyond the write-ahead log).
@@ -155,12 +158,8 @@ func forkCheckpoint(ctx context.Context, src, dst storage.Store, fromBatch int64
 		stats.SourceFiles++
 	}
 	for _, f := range stateFiles {
-		b, err := f.folder.Get(ctx, f.rel)
-		if err != nil {
-			return stats, fmt.Errorf("engine: fork: read %s/%s: %w", srcURL, f.name, err)
-		}
-		if err := dst.PutIfAbsent(ctx, f.name, b); err != nil {
-			return stats, fmt.Errorf("engine: fork: write %s/%s: %w", storage.Redact(dst.URL()), f.name, err)
+		if err := copyAs(f.folder, f.rel, f.name); err != nil {
+			return stats, err
 		}
 		stats.StateFiles++
 	}

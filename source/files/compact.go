@@ -85,8 +85,17 @@ func loadLog(ctx context.Context, store storage.Store, log *offsetlog.Log[LogEnt
 			}
 			return l, lerr
 		}
-		if len(cids) == 0 || cids[len(cids)-1] <= base {
-			return l, err // no compaction raced this read
+		// A listing is no snapshot: one that runs while a compaction
+		// renames compact/<c+1> into place and deletes compact/<c> can
+		// see neither, so an empty listing after a failed read is a race
+		// too (compaction never leaves the folder empty once it wrote to
+		// it).
+		raced := len(cids) > 0 && cids[len(cids)-1] > base
+		if err != nil && (len(cids) == 0 || cids[len(cids)-1] != base) {
+			raced = true
+		}
+		if !raced {
+			return l, err
 		}
 	}
 }
